@@ -1,0 +1,22 @@
+"""Command line: `python -m py_harness check [...]` (host only; needs the dev packages)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: python -m py_harness check [--help for its options]")
+        return 0 if argv else 2
+    if argv[0] == "check":
+        from .host.check import main as check_main
+
+        return check_main(argv[1:])
+    print(f"unknown command {argv[0]!r}; known: check", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

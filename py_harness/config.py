@@ -1,0 +1,192 @@
+"""What one attention run is, and the checks that refuse bad input before any GPU work.
+
+Pure Python: this module runs inside Pyodide (no NumPy there).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+MAX_HEAD_DIM = 128  # the kernels keep a row in array<vec4<f32>, 32> registers
+U32_MAX = 2**32 - 1
+# Indices are u32 in WGSL; keep every offset computation (qi + causal_offset,
+# key ranges) far from wrap-around.
+MAX_COORD = 2**30
+F32_BYTES = 4
+
+
+class ConfigError(ValueError):
+    """A configuration or input the kernels cannot run. Names the argument and the limit."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """One attention problem. Layout: Q/O [B, Sq, H, D], K/V [B, Sk, Hkv, D], f32."""
+
+    batch: int
+    num_heads: int
+    seq_q: int
+    seq_k: int
+    head_dim: int
+    num_kv_heads: int | None = None  # None: same as num_heads (MHA)
+    causal: bool = False
+    causal_offset: int = 0  # query qi sits at key position qi + causal_offset
+    window: int = 0  # 0: off; else key kj visible when |qi + offset - kj| < window
+    mask_shape: tuple[int, ...] | None = None  # additive f32 mask broadcastable to [B,H,Sq,Sk]
+    dropout_p: float = 0.0
+    seed: int = 0
+    scale: float | None = None  # None: 1 / sqrt(head_dim)
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
+
+    @property
+    def softmax_scale(self) -> float:
+        return 1.0 / math.sqrt(self.head_dim) if self.scale is None else float(self.scale)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if d["mask_shape"] is not None:
+            d["mask_shape"] = list(d["mask_shape"])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AttentionConfig:
+        d = dict(d)
+        if d.get("mask_shape") is not None:
+            d["mask_shape"] = tuple(d["mask_shape"])
+        known = set(cls.__dataclass_fields__)
+        unknown = set(d) - known
+        if unknown:
+            raise ConfigError(sorted(unknown)[0], f"unknown argument (known: {sorted(known)})")
+        return cls(**d)
+
+    # Element counts of each tensor.
+    def q_elems(self) -> int:
+        return self.batch * self.seq_q * self.num_heads * self.head_dim
+
+    def kv_elems(self) -> int:
+        return self.batch * self.seq_k * self.kv_heads * self.head_dim
+
+    def rows(self) -> int:
+        return self.batch * self.num_heads * self.seq_q
+
+    def mask_elems(self) -> int:
+        return math.prod(self.mask_shape) if self.mask_shape is not None else 0
+
+    def mask_strides(self) -> tuple[int, int, int, int]:
+        """Element strides of the mask over (b, h, qi, kj); 0 where the mask broadcasts."""
+        if self.mask_shape is None:
+            return (0, 0, 0, 0)
+        shape = (1,) * (4 - len(self.mask_shape)) + tuple(self.mask_shape)
+        strides = [0, 0, 0, 0]
+        step = 1
+        for axis in range(3, -1, -1):
+            strides[axis] = 0 if shape[axis] == 1 else step
+            step *= shape[axis]
+        return tuple(strides)  # type: ignore[return-value]
+
+
+def _int(name: str, value: object, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(name, f"must be an int, got {type(value).__name__} {value!r}")
+    if not lo <= value <= hi:
+        raise ConfigError(name, f"must be in [{lo}, {hi}], got {value}")
+    return value
+
+
+def validate(cfg: AttentionConfig) -> None:
+    """Refuse a configuration the kernels cannot run, naming the argument and the limit."""
+    _int("batch", cfg.batch, 1, 65535)
+    _int("num_heads", cfg.num_heads, 1, 65535)
+    _int("seq_q", cfg.seq_q, 1, MAX_COORD)
+    _int("seq_k", cfg.seq_k, 1, MAX_COORD)
+    _int("head_dim", cfg.head_dim, 1, MAX_HEAD_DIM)
+    _int("num_kv_heads", cfg.kv_heads, 1, cfg.num_heads)
+    if cfg.num_heads % cfg.kv_heads:
+        raise ConfigError(
+            "num_kv_heads",
+            f"num_heads ({cfg.num_heads}) must be a multiple of num_kv_heads ({cfg.kv_heads})",
+        )
+    # Workgroups along z are batch * heads; WebGPU guarantees 65535 per dimension.
+    _int("batch * num_heads", cfg.batch * cfg.num_heads, 1, 65535)
+    if not isinstance(cfg.causal, bool):
+        raise ConfigError("causal", f"must be a bool, got {cfg.causal!r}")
+    # The seed's causal_offset is a u32: bottom-right alignment with seq_q > seq_k
+    # (a negative offset) cannot be expressed.
+    _int("causal_offset", cfg.causal_offset, 0, MAX_COORD)
+    _int("window", cfg.window, 0, MAX_COORD)
+    _int("seed", cfg.seed, 0, U32_MAX)
+    p = cfg.dropout_p
+    if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p < 1.0:
+        raise ConfigError("dropout_p", f"must be a float in [0, 1), got {p!r}")
+    if cfg.scale is not None and not (
+        isinstance(cfg.scale, int | float) and math.isfinite(cfg.scale) and cfg.scale > 0
+    ):
+        raise ConfigError("scale", f"must be a finite float > 0 or None, got {cfg.scale!r}")
+    if cfg.mask_shape is not None:
+        _validate_mask_shape(cfg)
+
+
+def _validate_mask_shape(cfg: AttentionConfig) -> None:
+    shape = cfg.mask_shape
+    full = (cfg.batch, cfg.num_heads, cfg.seq_q, cfg.seq_k)
+    names = ("batch", "heads", "seq_q", "seq_k")
+    if not isinstance(shape, tuple) or not 1 <= len(shape) <= 4:
+        raise ConfigError("mask", f"must have 1 to 4 dimensions, got shape {shape!r}")
+    padded = (1,) * (4 - len(shape)) + shape
+    for axis, (got, want) in enumerate(zip(padded, full, strict=True)):
+        if isinstance(got, bool) or not isinstance(got, int) or got not in (1, want):
+            raise ConfigError(
+                "mask",
+                f"shape {list(shape)} does not broadcast to [B, H, Sq, Sk] = {list(full)}: "
+                f"its {names[axis]} dimension is {got}, must be 1 or {want}",
+            )
+
+
+def validate_sizes(cfg: AttentionConfig, limits: dict[str, int]) -> None:
+    """Refuse buffers over the device's limits (byte sizes against maxStorageBufferBindingSize)."""
+    cap = min(limits["maxStorageBufferBindingSize"], limits["maxBufferSize"])
+    sizes = {
+        "q / d_out": cfg.q_elems(),
+        "k / v": cfg.kv_elems(),
+        "stats": cfg.rows() * 2,
+        "mask": cfg.mask_elems(),
+    }
+    for name, elems in sizes.items():
+        nbytes = elems * F32_BYTES
+        if nbytes > cap:
+            raise ConfigError(
+                name,
+                f"needs a {nbytes}-byte buffer, over the device limit of {cap} bytes "
+                "(maxStorageBufferBindingSize / maxBufferSize)",
+            )
+
+
+def check_input_bytes(cfg: AttentionConfig, tensors: dict[str, bytes]) -> None:
+    """Each tensor must be exactly the f32 byte length its shape asks for."""
+    want = {
+        "q": cfg.q_elems(),
+        "k": cfg.kv_elems(),
+        "v": cfg.kv_elems(),
+        "d_out": cfg.q_elems(),
+        "mask": cfg.mask_elems(),
+    }
+    for name, elems in want.items():
+        data = tensors.get(name)
+        if data is None:
+            if elems and name != "d_out":
+                raise ConfigError(name, "is missing")
+            continue
+        if len(data) != elems * F32_BYTES:
+            raise ConfigError(
+                name,
+                f"has {len(data)} bytes; shape wants {elems} float32 values = "
+                f"{elems * F32_BYTES} bytes",
+            )

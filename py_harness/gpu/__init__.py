@@ -1,0 +1,25 @@
+"""A small async WebGPU layer with spec names.
+
+`Device` is the interface; `browser` (navigator.gpu through Pyodide's JS bridge) and
+`native` (wgpu-py) implement it. Kernels and runners use only this interface.
+"""
+
+from .device import (
+    REQUIRED_LIMITS,
+    Buffer,
+    Device,
+    DeviceLostError,
+    GPUError,
+    NoAdapterError,
+    ShaderCompileError,
+)
+
+__all__ = [
+    "REQUIRED_LIMITS",
+    "Buffer",
+    "Device",
+    "DeviceLostError",
+    "GPUError",
+    "NoAdapterError",
+    "ShaderCompileError",
+]

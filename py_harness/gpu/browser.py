@@ -1,0 +1,214 @@
+"""Browser backend: navigator.gpu through Pyodide's JS bridge.
+
+The only module that imports `js` / `pyodide.ffi`. Descriptors are plain Python dicts,
+converted to JS objects in `_js` alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import js  # type: ignore[import-not-found]
+from pyodide.ffi import JsException, jsnull, to_js  # type: ignore[import-not-found]
+
+from ..shaders import ShaderModuleSource, format_compile_messages
+from .device import (
+    Buffer,
+    ComputePass,
+    Device,
+    DeviceLostError,
+    GPUError,
+    Layout,
+    NoAdapterError,
+    Pipeline,
+    ShaderCompileError,
+    device_limits,
+    layout_entries,
+)
+
+_LIMITS = (
+    "maxStorageBuffersPerShaderStage",
+    "maxComputeWorkgroupStorageSize",
+    "maxComputeInvocationsPerWorkgroup",
+    "maxComputeWorkgroupSizeX",
+    "maxBindingsPerBindGroup",
+    "maxStorageBufferBindingSize",
+    "maxBufferSize",
+    "maxComputeWorkgroupsPerDimension",
+)
+
+
+def _js(obj: Any) -> Any:
+    """Python dicts/lists -> plain JS objects/arrays (JS objects inside pass through)."""
+    return to_js(obj, dict_converter=js.Object.fromEntries)
+
+
+def _absent(value: Any) -> bool:
+    """JS null arrives as pyodide.ffi.jsnull, undefined as None."""
+    return value is None or value is jsnull
+
+
+def _usage(names: tuple[str, ...]) -> int:
+    flags = 0
+    for name in names:
+        flags |= getattr(js.GPUBufferUsage, name)
+    return flags
+
+
+class BrowserDevice(Device):
+    def __init__(self, adapter: Any, device: Any, info: dict[str, str]) -> None:
+        limits = {name: int(getattr(device.limits, name)) for name in _LIMITS}
+        features = frozenset(str(f) for f in js.Array.from_(device.features))
+        super().__init__("browser", info, limits, features)
+        self._device = device
+        self._lost: str | None = None
+        device.lost.then(self._on_lost)
+
+    def _on_lost(self, info: Any) -> None:
+        self._lost = f"{info.reason}: {info.message}"
+
+    @property
+    def lost(self) -> str | None:
+        return self._lost
+
+    def create_buffer(self, size: int, usage: tuple[str, ...], label: str) -> Buffer:
+        handle = self._device.createBuffer(
+            _js({"size": size, "usage": _usage(usage), "label": label})
+        )
+        return Buffer(handle, size, label)
+
+    def write_buffer(self, buffer: Buffer, data: bytes) -> None:
+        self._device.queue.writeBuffer(buffer.handle, 0, to_js(memoryview(data)))
+
+    async def read_buffer(self, buffer: Buffer) -> bytes:
+        staging = self._device.createBuffer(
+            _js({"size": buffer.size, "usage": _usage(("MAP_READ", "COPY_DST"))})
+        )
+        try:
+            encoder = self._device.createCommandEncoder()
+            encoder.copyBufferToBuffer(buffer.handle, 0, staging, 0, buffer.size)
+            self._device.queue.submit(_js([encoder.finish()]))
+            await self._scoped("mapAsync", staging.mapAsync(js.GPUMapMode.READ))
+            data = js.Uint8Array.new(staging.getMappedRange()).to_bytes()
+            staging.unmap()
+            return data
+        finally:
+            staging.destroy()
+
+    def destroy_buffer(self, buffer: Buffer) -> None:
+        buffer.handle.destroy()
+
+    async def _create_pipeline(
+        self, module: ShaderModuleSource, entry_point: str, layout: Layout
+    ) -> Pipeline:
+        shader = self._device.createShaderModule(_js({"label": module.label, "code": module.code}))
+        info = await shader.getCompilationInfo()
+        messages = [
+            {"type": m.type, "message": m.message, "lineNum": m.lineNum, "linePos": m.linePos}
+            for m in info.messages
+        ]
+        if any(m["type"] == "error" for m in messages):
+            raise ShaderCompileError(format_compile_messages(module, messages))
+        self.push_error_scopes()
+        bgl = self._device.createBindGroupLayout(
+            _js({"entries": layout_entries(layout, js.GPUShaderStage.COMPUTE)})
+        )
+        pipeline_layout = self._device.createPipelineLayout(_js({"bindGroupLayouts": [bgl]}))
+        await self._pop_scopes(f"layout({entry_point})")
+        descriptor = {
+            "label": entry_point,
+            "layout": pipeline_layout,
+            "compute": {"module": shader, "entryPoint": entry_point},
+        }
+        handle = await self._scoped(
+            f"createComputePipelineAsync({entry_point})",
+            self._device.createComputePipelineAsync(_js(descriptor)),
+        )
+        return Pipeline(handle, bgl)
+
+    def create_bind_group(self, pipeline: Pipeline, entries: dict[int, Buffer]) -> Any:
+        descriptor = {
+            "layout": pipeline.bind_group_layout,
+            "entries": [
+                {"binding": i, "resource": {"buffer": b.handle}} for i, b in sorted(entries.items())
+            ],
+        }
+        return self._device.createBindGroup(_js(descriptor))
+
+    def push_error_scopes(self) -> None:
+        self._device.pushErrorScope("out-of-memory")
+        self._device.pushErrorScope("validation")
+
+    async def pop_error_scopes(self, where: str) -> None:
+        await self._pop_scopes(where)
+
+    async def run_passes(self, passes: list[ComputePass]) -> float | None:
+        self.push_error_scopes()
+        encoder = self._device.createCommandEncoder()
+        for p in passes:
+            cpass = encoder.beginComputePass(_js({"label": p.label}))
+            cpass.setPipeline(p.pipeline.handle)
+            cpass.setBindGroup(0, p.bind_group)
+            cpass.dispatchWorkgroups(*p.workgroups)
+            cpass.end()
+        self._device.queue.submit(_js([encoder.finish()]))
+        await self._pop_scopes("dispatch")
+        await self._scoped("onSubmittedWorkDone", self._device.queue.onSubmittedWorkDone())
+        return None
+
+    def destroy(self) -> None:
+        self._device.destroy()
+
+    async def _scoped(self, where: str, promise: Any) -> Any:
+        """Await a WebGPU promise inside validation / out-of-memory error scopes."""
+        self.push_error_scopes()
+        try:
+            result = await promise
+        except JsException as exc:
+            await self._pop_scopes(where)
+            self._raise_if_lost()
+            raise GPUError("validation", str(exc), where) from None
+        await self._pop_scopes(where)
+        return result
+
+    async def _pop_scopes(self, where: str) -> None:
+        validation = await self._device.popErrorScope()
+        oom = await self._device.popErrorScope()
+        self._raise_if_lost()
+        if not _absent(validation):
+            raise GPUError("validation", str(validation.message), where)
+        if not _absent(oom):
+            raise GPUError("out-of-memory", str(oom.message), where)
+
+    def _raise_if_lost(self) -> None:
+        if self._lost is not None:
+            reason, _, message = self._lost.partition(": ")
+            raise DeviceLostError(reason, message)
+
+
+async def request_device(power_preference: str = "high-performance") -> BrowserDevice:
+    gpu = getattr(js.navigator, "gpu", None)
+    if _absent(gpu):
+        raise NoAdapterError("navigator.gpu is undefined in this page")
+    adapter = await gpu.requestAdapter(_js({"powerPreference": power_preference}))
+    if _absent(adapter):
+        raise NoAdapterError("navigator.gpu.requestAdapter() returned null")
+    have = {name: int(getattr(adapter.limits, name)) for name in _LIMITS}
+    want = device_limits(have)
+    device = await adapter.requestDevice(_js({"requiredLimits": want}))
+    ainfo = adapter.info
+    info = {
+        "vendor": str(ainfo.vendor),
+        "architecture": str(ainfo.architecture),
+        "device": str(getattr(ainfo, "device", "") or ""),
+        "description": str(getattr(ainfo, "description", "") or ""),
+        "backend": str(js.navigator.userAgent),
+    }
+    return BrowserDevice(adapter, device, info)
+
+
+async def fetch_text(url: str) -> str:
+    response = await js.fetch(url)
+    if not response.ok:
+        raise OSError(f"GET {url}: HTTP {response.status}")
+    return str(await response.text())

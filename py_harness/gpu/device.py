@@ -1,0 +1,189 @@
+"""The device interface every backend implements, and the errors it raises."""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from ..shaders import ShaderModuleSource
+
+# What the kernels need, asked for explicitly (issue: each entry point binds exactly
+# 8 storage buffers and 16 KiB of workgroup memory, the defaults, with no headroom).
+REQUIRED_LIMITS: dict[str, int] = {
+    "maxStorageBuffersPerShaderStage": 8,
+    "maxComputeWorkgroupStorageSize": 16384,
+    "maxComputeInvocationsPerWorkgroup": 128,
+    "maxComputeWorkgroupSizeX": 128,
+    "maxBindingsPerBindGroup": 11,
+}
+# Taken as large as the adapter allows, so big cases are judged against the real cap.
+ADAPTER_MAX_LIMITS = ("maxStorageBufferBindingSize", "maxBufferSize")
+
+ENABLE_WEBGPU_HINT = (
+    "Enable WebGPU: Chromium needs --enable-unsafe-webgpu (and --no-sandbox as root) and a "
+    "page served from http://127.0.0.1 or localhost (a secure context); Firefox needs the "
+    "prefs dom.webgpu.enabled=true and gfx.webgpu.ignore-blocklist=true; native wgpu needs "
+    "a Vulkan driver (apt-get install mesa-vulkan-drivers)."
+)
+
+
+class GPUError(RuntimeError):
+    """A WebGPU error with the driver's words. kind: validation, out-of-memory, internal."""
+
+    def __init__(self, kind: str, message: str, where: str = "") -> None:
+        prefix = f"{where}: " if where else ""
+        super().__init__(f"{prefix}{kind} error: {message}")
+        self.kind = kind
+        self.driver_message = message
+
+
+class ShaderCompileError(GPUError):
+    """WGSL that did not compile; the message carries file:line:column."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("compilation", message)
+
+
+class DeviceLostError(GPUError):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__("device-lost", f"{reason}: {message}")
+
+
+class NoAdapterError(RuntimeError):
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"no WebGPU adapter: {detail}. {ENABLE_WEBGPU_HINT}")
+
+
+@dataclass
+class Buffer:
+    """A backend buffer handle with its size and usage."""
+
+    handle: Any
+    size: int
+    label: str
+
+
+@dataclass
+class Pipeline:
+    """A compute pipeline with the bind group layout it was made with."""
+
+    handle: Any
+    bind_group_layout: Any
+
+
+Layout = tuple[tuple[int, str], ...]  # (binding, GPUBufferBindingType) of group 0
+
+
+@dataclass
+class ComputePass:
+    pipeline: Pipeline
+    bind_group: Any
+    workgroups: tuple[int, int, int]
+    label: str = ""
+
+
+class Device(ABC):
+    """An open WebGPU device. Backends fill in the abstract methods."""
+
+    def __init__(
+        self,
+        backend: str,
+        adapter_info: dict[str, str],
+        limits: dict[str, int],
+        features: frozenset[str],
+    ) -> None:
+        self.backend = backend
+        self.adapter_info = adapter_info
+        self.limits = limits
+        self.features = features
+        self._pipelines: dict[tuple, Pipeline] = {}
+
+    # -- buffers -------------------------------------------------------------------
+    @abstractmethod
+    def create_buffer(self, size: int, usage: tuple[str, ...], label: str) -> Buffer:
+        """usage: GPUBufferUsage flag names, e.g. ("STORAGE", "COPY_DST")."""
+
+    @abstractmethod
+    def write_buffer(self, buffer: Buffer, data: bytes) -> None: ...
+
+    @abstractmethod
+    async def read_buffer(self, buffer: Buffer) -> bytes: ...
+
+    @abstractmethod
+    def destroy_buffer(self, buffer: Buffer) -> None: ...
+
+    def create_buffer_with_data(self, data: bytes, usage: tuple[str, ...], label: str) -> Buffer:
+        # Zero-size bindings are invalid; a 4-byte placeholder keeps the layout whole.
+        buf = self.create_buffer(max(4, _align4(len(data))), (*usage, "COPY_DST"), label)
+        if data:
+            self.write_buffer(buf, data + b"\0" * (_align4(len(data)) - len(data)))
+        return buf
+
+    # -- pipelines -----------------------------------------------------------------
+    @abstractmethod
+    async def _create_pipeline(
+        self, module: ShaderModuleSource, entry_point: str, layout: Layout
+    ) -> Pipeline:
+        """Compile (errors as ShaderCompileError / GPUError) and create the pipeline
+        with an explicit layout: group 0 holds `layout`'s buffer bindings."""
+
+    async def compute_pipeline(
+        self, module: ShaderModuleSource, entry_point: str, layout: Layout
+    ) -> Pipeline:
+        """The pipeline for (module code, entry point, layout), compiled once per device."""
+        key = (hashlib.sha256(module.code.encode()).hexdigest(), entry_point, layout)
+        if key not in self._pipelines:
+            self._pipelines[key] = await self._create_pipeline(module, entry_point, layout)
+        return self._pipelines[key]
+
+    @abstractmethod
+    def create_bind_group(self, pipeline: Pipeline, entries: dict[int, Buffer]) -> Any: ...
+
+    # -- work ----------------------------------------------------------------------
+    @abstractmethod
+    async def run_passes(self, passes: list[ComputePass]) -> float | None:
+        """Encode, submit and wait for the passes inside validation / out-of-memory error
+        scopes. Returns GPU time in ms from timestamp queries, or None without them."""
+
+    def push_error_scopes(self) -> None:
+        """Open validation and out-of-memory error scopes (browser); native raises at once."""
+        return None
+
+    async def pop_error_scopes(self, where: str) -> None:
+        """Close the scopes from push_error_scopes; raise GPUError for what they caught."""
+        return None
+
+    @abstractmethod
+    def destroy(self) -> None:
+        """Destroy the device (a test of device-loss handling uses this)."""
+
+    @property
+    def lost(self) -> str | None:
+        """The loss reason once the device is lost, else None."""
+        return None
+
+
+def _align4(n: int) -> int:
+    return (n + 3) // 4 * 4
+
+
+def device_limits(adapter_limits: dict[str, int]) -> dict[str, int]:
+    """The limits to request: REQUIRED_LIMITS checked against the adapter, plus its maxima."""
+    want: dict[str, int] = {}
+    for name, need in REQUIRED_LIMITS.items():
+        have = adapter_limits.get(name, 0)
+        if have < need:
+            raise GPUError("limits", f"adapter's {name} is {have}; the kernels need {need}")
+        want[name] = need
+    for name in ADAPTER_MAX_LIMITS:
+        want[name] = adapter_limits[name]
+    return want
+
+
+def layout_entries(layout: Layout, compute_stage: int) -> list[dict]:
+    """GPUBindGroupLayoutEntry dicts for buffer bindings visible to the compute stage."""
+    return [
+        {"binding": i, "visibility": compute_stage, "buffer": {"type": kind}} for i, kind in layout
+    ]

@@ -1,0 +1,158 @@
+"""Native backend: wgpu-py (wgpu-native, the engine inside Firefox and Deno) in CPython.
+
+The only module that imports wgpu. Methods are async to match the browser backend;
+underneath they use wgpu-py's sync calls, which is what CPython callers want.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import wgpu
+
+from ..shaders import ShaderModuleSource, format_compile_messages
+from .device import (
+    Buffer,
+    ComputePass,
+    Device,
+    GPUError,
+    Layout,
+    NoAdapterError,
+    Pipeline,
+    ShaderCompileError,
+    device_limits,
+    layout_entries,
+)
+
+_COMPUTE = wgpu.ShaderStage.COMPUTE
+
+_NAGA_LOCATION = re.compile(r"wgsl:(\d+):(\d+)")
+_LIMIT_NAMES = {  # WebGPU spec name -> wgpu-py's snake_case name
+    "maxStorageBuffersPerShaderStage": "max-storage-buffers-per-shader-stage",
+    "maxComputeWorkgroupStorageSize": "max-compute-workgroup-storage-size",
+    "maxComputeInvocationsPerWorkgroup": "max-compute-invocations-per-workgroup",
+    "maxComputeWorkgroupSizeX": "max-compute-workgroup-size-x",
+    "maxBindingsPerBindGroup": "max-bindings-per-bind-group",
+    "maxStorageBufferBindingSize": "max-storage-buffer-binding-size",
+    "maxBufferSize": "max-buffer-size",
+    "maxComputeWorkgroupsPerDimension": "max-compute-workgroups-per-dimension",
+}
+
+
+def _usage(names: tuple[str, ...]) -> int:
+    flags = 0
+    for name in names:
+        flags |= getattr(wgpu.BufferUsage, name)
+    return flags
+
+
+class NativeDevice(Device):
+    def __init__(self, adapter: Any, device: Any) -> None:
+        info = dict(adapter.info)
+        limits = {spec: device.limits[name] for spec, name in _LIMIT_NAMES.items()}
+        super().__init__("wgpu", _adapter_info(info), limits, frozenset(device.features))
+        self._device = device
+        # Reading this tiny buffer waits for the queue: wgpu-py 0.32's
+        # on_submitted_work_done_sync raises a cffi TypeError (RUNTIMES.md).
+        self._fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
+
+    def create_buffer(self, size: int, usage: tuple[str, ...], label: str) -> Buffer:
+        handle = self._guard(
+            "createBuffer", lambda: self._device.create_buffer(size=size, usage=_usage(usage))
+        )
+        return Buffer(handle, size, label)
+
+    def write_buffer(self, buffer: Buffer, data: bytes) -> None:
+        self._device.queue.write_buffer(buffer.handle, 0, data)
+
+    async def read_buffer(self, buffer: Buffer) -> bytes:
+        return bytes(self._device.queue.read_buffer(buffer.handle))
+
+    def destroy_buffer(self, buffer: Buffer) -> None:
+        buffer.handle.destroy()
+
+    async def _create_pipeline(
+        self, module: ShaderModuleSource, entry_point: str, layout: Layout
+    ) -> Pipeline:
+        try:
+            shader = self._device.create_shader_module(label=module.label, code=module.code)
+        except wgpu.GPUError as exc:
+            raise ShaderCompileError(_naga_message(module, str(exc))) from None
+        dev = self._device
+
+        def create() -> Pipeline:
+            bgl = dev.create_bind_group_layout(entries=layout_entries(layout, _COMPUTE))
+            pipeline = dev.create_compute_pipeline(
+                layout=dev.create_pipeline_layout(bind_group_layouts=[bgl]),
+                compute={"module": shader, "entry_point": entry_point},
+            )
+            return Pipeline(pipeline, bgl)
+
+        return self._guard(f"createComputePipeline({entry_point})", create)
+
+    def create_bind_group(self, pipeline: Pipeline, entries: dict[int, Buffer]) -> Any:
+        return self._guard(
+            "createBindGroup",
+            lambda: self._device.create_bind_group(
+                layout=pipeline.bind_group_layout,
+                entries=[
+                    {"binding": i, "resource": {"buffer": b.handle, "offset": 0, "size": b.size}}
+                    for i, b in sorted(entries.items())
+                ],
+            ),
+        )
+
+    async def run_passes(self, passes: list[ComputePass]) -> float | None:
+        encoder = self._device.create_command_encoder()
+        for p in passes:
+            cpass = encoder.begin_compute_pass()
+            cpass.set_pipeline(p.pipeline.handle)
+            cpass.set_bind_group(0, p.bind_group)
+            cpass.dispatch_workgroups(*p.workgroups)
+            cpass.end()
+        self._guard("submit", lambda: self._device.queue.submit([encoder.finish()]))
+        self._guard("wait", lambda: self._device.queue.read_buffer(self._fence))
+        return None
+
+    def destroy(self) -> None:
+        self._device.destroy()
+
+    def _guard(self, where: str, call: Any) -> Any:
+        try:
+            return call()
+        except wgpu.GPUOutOfMemoryError as exc:
+            raise GPUError("out-of-memory", str(exc), where) from None
+        except wgpu.GPUError as exc:
+            raise GPUError("validation", str(exc), where) from None
+
+
+def _adapter_info(info: dict) -> dict[str, str]:
+    return {
+        "vendor": str(info.get("vendor", "")),
+        "architecture": str(info.get("architecture", "")),
+        "device": str(info.get("device", "")),
+        "description": str(info.get("description", "")),
+        "backend": f"wgpu-native {wgpu.__version__} / {info.get('backend_type', '')}",
+    }
+
+
+def _naga_message(module: ShaderModuleSource, text: str) -> str:
+    """Naga reports 'wgsl:LINE:COL' in a caret diagram; map it to file:line:col."""
+    found = _NAGA_LOCATION.search(text)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    summary = next((ln for ln in lines if "error" in ln.lower() and "Caused" not in ln), text)
+    if not found:
+        return f"{module.label}: {text}"
+    msg = {"type": "error", "message": summary, "lineNum": found[1], "linePos": found[2]}
+    return format_compile_messages(module, [msg]) + "\n" + text
+
+
+async def request_device(power_preference: str = "high-performance") -> NativeDevice:
+    adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+    if adapter is None:
+        raise NoAdapterError("wgpu found no Vulkan/Metal/D3D12 adapter")
+    have = {spec: adapter.limits[name] for spec, name in _LIMIT_NAMES.items()}
+    want = device_limits(have)
+    required = {_LIMIT_NAMES[k]: v for k, v in want.items()}
+    return NativeDevice(adapter, adapter.request_device_sync(required_limits=required))

@@ -1,0 +1,174 @@
+"""FlashAttention's acceptance rule for the WGSL kernels (see /work/shared/NUMERICS.md).
+
+A kernel result passes when
+
+    max |actual - ref64| <= factor * max |same32 - ref64| + floor
+
+ref64 is the float64 reference, same32 the float32 plain formula (reference.py with
+dtype=float32): the kernel may be `factor` times worse than an honest float32
+computation of the same thing. Failure reports name the worst element with its
+expected and actual values, in the manner of the WebGPU CTS.
+
+Host-only module; nothing that runs in Pyodide imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+# The factors, in one place (FlashAttention: 2 for the output, 3 for the gradients).
+FACTORS: dict[str, float] = {"o": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0}
+
+# Absolute floor added to the bound. It only matters when the float32 baseline is
+# accidentally tiny (e.g. same32 rounds exactly like ref64, or most entries are
+# exact zeros), where factor * baseline alone would demand bit-exactness. 1e-6 is
+# about 8 float32 ulps of 1.0 (ulp(1) = 1.2e-7): the size of honest rounding
+# differences for O(1) values such as these tests' outputs and gradients. Real bugs
+# are far larger: a missing scale or a wrong causal/window edge moves values by
+# 1e-2..1, and even one extra or missing key among 2048 moves O by ~P_ij ~ 5e-4,
+# hundreds of times the floor. Callers with scaled-up inputs (FlashAttention's
+# overflow test) pass their own, larger floor.
+ATOL_FLOOR = 1e-6
+
+# reference.EMPTY_LSE is 3e38; an empty row's lse must only be "huge" (>= this),
+# since exp(s - lse) = 0 for every s is all the backward pass needs from it.
+LSE_SENTINEL_MIN = 1e38
+
+_TINY = float(np.finfo(np.float32).tiny)  # denominator guard for relative errors
+
+
+@dataclass
+class Report:
+    """Outcome of one comparison; str() gives a one-line summary."""
+
+    name: str
+    passed: bool
+    max_abs_err: float  # max |actual - ref| over compared elements (inf if any is bad)
+    max_rel_err: float  # max |actual - ref| / max(|ref|, float32 tiny), elementwise
+    baseline_err: float  # max |same32 - ref| over compared elements
+    factor: float
+    floor: float
+    bound: float  # factor * baseline_err + floor
+    ratio: float  # max_abs_err / bound; passed needs <= 1
+    worst_index: tuple[int, ...] | None  # first failing element, else the max abs error
+    expected: float | None  # ref at worst_index
+    actual: float | None  # actual at worst_index
+    nan_count: int  # NaN / Inf in actual where ref is finite (or != ref where it is not)
+    sentinel_misses: int = 0  # lse only: empty rows whose actual is < LSE_SENTINEL_MIN
+    note: str = ""
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["worst_index"] = list(self.worst_index) if self.worst_index is not None else None
+        return d
+
+    def __str__(self) -> str:
+        head = f"{self.name}: {'ok' if self.passed else 'FAIL'}"
+        if self.note:
+            head += f" ({self.note})"
+        if self.worst_index is None:
+            return head
+        text = (
+            f"{head} max abs {self.max_abs_err:.2g} at {self.worst_index}: "
+            f"expected {self.expected:.9g}, got {self.actual:.9g}; "
+            f"bound {self.bound:.2g} = {self.factor:g} x {self.baseline_err:.2g} "
+            f"+ {self.floor:.2g}; ratio {self.ratio:.2f}"
+        )
+        if self.nan_count:
+            text += f"; {self.nan_count} non-finite"
+        if self.sentinel_misses:
+            text += f"; {self.sentinel_misses} empty rows with lse < {LSE_SENTINEL_MIN:g}"
+        return text
+
+
+def judge(
+    name: str,
+    actual: ArrayLike,
+    ref64: ArrayLike,
+    same32: ArrayLike,
+    factor: float | None = None,
+    floor: float = ATOL_FLOOR,
+) -> Report:
+    """Judge a kernel result `actual` against ref64 with FlashAttention's rule.
+
+    factor defaults to FACTORS[name]. For name "lse", elements where ref64 holds the
+    empty-row sentinel (>= LSE_SENTINEL_MIN) are left out of every error measure but
+    actual must be >= LSE_SENTINEL_MIN there. Elements where ref64 itself is not
+    finite must match exactly (same inf, or NaN). Fails on a shape mismatch, on any
+    NaN / Inf in actual where ref64 is finite, and when max_abs_err > bound.
+    """
+    factor = FACTORS[name] if factor is None else float(factor)
+    a = np.asarray(actual, dtype=np.float64)
+    r = np.asarray(ref64, dtype=np.float64)
+    s = np.asarray(same32, dtype=np.float64)
+    if s.shape != r.shape:  # a harness bug, not a kernel failure
+        raise ValueError(f"{name}: same32 shape {s.shape} != ref64 shape {r.shape}")
+    nan = float("nan")
+    if a.shape != r.shape:
+        return Report(
+            name,
+            False,
+            nan,
+            nan,
+            nan,
+            factor,
+            floor,
+            nan,
+            nan,
+            None,
+            None,
+            None,
+            0,
+            note=f"shape {a.shape} != expected {r.shape}",
+        )
+
+    compared = np.isfinite(r)
+    # Where ref is inf / NaN, actual must be the same thing.
+    bad = ~compared & ~((a == r) | (np.isnan(a) & np.isnan(r)))
+    missed = np.zeros(r.shape, dtype=bool)
+    if name == "lse":
+        empty = r >= LSE_SENTINEL_MIN
+        missed = empty & ~(a >= LSE_SENTINEL_MIN)  # NaN misses too
+        if ((s >= LSE_SENTINEL_MIN) != empty).any():  # else the baseline would be ~3e38
+            raise ValueError(f"{name}: same32 and ref64 disagree on which rows are empty")
+        compared &= ~empty
+        bad &= ~empty
+    bad |= compared & ~np.isfinite(a)
+    nan_count = int(np.count_nonzero(bad))
+    misses = int(np.count_nonzero(missed))
+    bad |= missed
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.where(compared & ~bad, np.abs(a - r), 0.0)
+        base = np.where(compared, np.abs(s - r), 0.0)
+    if not np.isfinite(base).all():
+        raise ValueError(f"{name}: same32 is not finite where ref64 is")
+    baseline = float(base.max(initial=0.0))
+    bound = factor * baseline + floor
+    if bad.any():  # report the first failing element, CTS style
+        worst, max_abs = np.argwhere(bad)[0], float("inf")
+    else:
+        worst = np.unravel_index(np.argmax(err), err.shape) if err.size else None
+        max_abs = float(err.max(initial=0.0))
+    rel = float((err / np.where(compared, np.maximum(np.abs(r), _TINY), 1.0)).max(initial=0.0))
+    ratio = max_abs / bound if bound > 0 else (0.0 if max_abs == 0 else float("inf"))
+    idx = None if worst is None else tuple(int(i) for i in worst)
+    return Report(
+        name=name,
+        passed=not bad.any() and ratio <= 1.0,
+        max_abs_err=max_abs,
+        max_rel_err=rel,
+        baseline_err=baseline,
+        factor=factor,
+        floor=floor,
+        bound=bound,
+        ratio=ratio,
+        worst_index=idx,
+        expected=None if idx is None else float(r[idx]),
+        actual=None if idx is None else float(a[idx]),
+        nan_count=nan_count,
+        sentinel_misses=misses,
+    )

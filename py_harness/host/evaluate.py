@@ -1,0 +1,182 @@
+"""One case end to end on the host: make inputs, run them on a session, judge the results.
+
+Shared by pytest and the `check` command so both judge exactly the same way.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..config import AttentionConfig, ConfigError, validate
+from . import compare, reference
+from .cases import Case
+from .dropout import dropout_multiplier
+from .sessions import Session, shader_sources
+
+OUTPUTS = ("o", "lse", "dq", "dk", "dv")
+
+
+@dataclass
+class CaseResult:
+    case_id: str
+    runtime: str
+    reports: list[compare.Report]
+    timings_ms: dict[str, float]
+    timing_source: str
+    checks: dict[str, tuple[bool, str]] = field(default_factory=dict)  # name -> (ok, detail)
+    outputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.reports) and all(ok for ok, _ in self.checks.values())
+
+    def failures(self) -> str:
+        lines = [str(r) for r in self.reports if not r.passed]
+        lines += [f"{name}: {detail}" for name, (ok, detail) in self.checks.items() if not ok]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "case": self.case_id,
+            "runtime": self.runtime,
+            "passed": self.passed,
+            "reports": [r.to_json() for r in self.reports],
+            "checks": {k: {"ok": ok, "detail": d} for k, (ok, d) in self.checks.items()},
+            "timings_ms": self.timings_ms,
+            "timing_source": self.timing_source,
+        }
+
+
+def make_inputs(case: Case) -> dict[str, np.ndarray]:
+    """Deterministic f32 inputs for a case (seeded by its id), mask included."""
+    cfg = case.config()
+    rng = np.random.default_rng(zlib.crc32(case.id.encode()))
+    b, h, hkv, sq, sk, d = (
+        cfg.batch,
+        cfg.num_heads,
+        cfg.kv_heads,
+        cfg.seq_q,
+        cfg.seq_k,
+        cfg.head_dim,
+    )
+    x = {
+        "q": rng.standard_normal((b, sq, h, d), dtype=np.float32),
+        "k": rng.standard_normal((b, sk, hkv, d), dtype=np.float32),
+        "v": rng.standard_normal((b, sk, hkv, d), dtype=np.float32),
+        "d_out": rng.standard_normal((b, sq, h, d), dtype=np.float32),
+    }
+    if cfg.mask_shape is not None:
+        x["mask"] = _make_mask(case, cfg, rng)
+    return x
+
+
+def _make_mask(case: Case, cfg: AttentionConfig, rng: np.random.Generator) -> np.ndarray:
+    shape = cfg.mask_shape
+    if case.mask == "keypad":
+        # Batch element b sees its first sk - 7b - 3 keys; padding is -inf.
+        mask = np.zeros(shape, np.float32)
+        for b in range(cfg.batch):
+            mask[b, ..., cfg.seq_k - 7 * b - 3 :] = -np.inf
+        return mask
+    mask = rng.standard_normal(shape, dtype=np.float32)
+    if case.mask.startswith("rows-"):
+        fill = -np.inf if case.mask == "rows-inf" else np.float32(-1e30)
+        rows = rng.choice(cfg.seq_q, size=max(1, cfg.seq_q // 5), replace=False)
+        mask[..., rows, :] = fill  # whole rows with no visible key
+    return mask
+
+
+def references(
+    cfg: AttentionConfig, x: dict[str, np.ndarray], dtype: type
+) -> dict[str, np.ndarray]:
+    kw = {
+        "mask": x.get("mask"),
+        "causal": cfg.causal,
+        "causal_offset": cfg.causal_offset,
+        "window": cfg.window,
+        "dropout_p": cfg.dropout_p,
+        "seed": cfg.seed,
+        "scale": cfg.softmax_scale,
+        "dtype": dtype,
+    }
+    o, lse = reference.attention_ref(x["q"], x["k"], x["v"], **kw)
+    dq, dk, dv = reference.attention_bwd_ref(x["q"], x["k"], x["v"], None, x["d_out"], **kw)
+    return {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv}
+
+
+def run_on(
+    session: Session,
+    cfg: AttentionConfig,
+    x: dict[str, np.ndarray],
+    *,
+    sources: dict[str, str] | None = None,
+    backward_runs: int = 1,
+) -> dict[str, Any]:
+    """Send one case to a session; returns the decoded outputs as arrays plus metadata."""
+    validate(cfg)
+    for name, arr in x.items():
+        if arr.dtype != np.float32:
+            raise ConfigError(name, f"must be float32, got {arr.dtype}")
+    request = {
+        "config": cfg.to_dict(),
+        "tensors": {
+            n: base64.b64encode(np.ascontiguousarray(a).tobytes()).decode() for n, a in x.items()
+        },
+        "sources": sources if sources is not None else shader_sources(),
+        "backward_runs": backward_runs,
+    }
+    reply = session.call("run_case", request)
+    shapes = {
+        "o": x["q"].shape,
+        "lse": (cfg.batch, cfg.num_heads, cfg.seq_q),
+        "dq": x["q"].shape,
+        "dk": x["k"].shape,
+        "dv": x["v"].shape,
+    }
+    reply["arrays"] = {
+        n: np.frombuffer(base64.b64decode(reply["outputs"][n]), "<f4").reshape(shapes[n])
+        for n in OUTPUTS
+        if n in reply["outputs"]
+    }
+    return reply
+
+
+def evaluate(case: Case, session: Session, *, sources: dict[str, str] | None = None) -> CaseResult:
+    """Run a case and judge O, LSE, dQ, dK, dV by FlashAttention's rule (compare.py)."""
+    cfg = case.config()
+    x = make_inputs(case)
+    reply = run_on(session, cfg, x, sources=sources, backward_runs=2 if case.repeat_backward else 1)
+    ref64 = references(cfg, x, np.float64)
+    ref32 = references(cfg, x, np.float32)
+    got = reply["arrays"]
+    reports = [compare.judge(n, got[n], ref64[n], ref32[n]) for n in OUTPUTS]
+    checks: dict[str, tuple[bool, str]] = {}
+    if case.repeat_backward:
+        d = reply["backward_digests"]
+        checks["bit-identical backward"] = (
+            len(d) == 2 and d[0] == d[1],
+            f"sha256 of dq|dk|dv over 2 runs: {[s[:12] for s in d]}",
+        )
+    if case.check_dropout_fraction:
+        m = dropout_multiplier(
+            cfg.dropout_p, cfg.seed, cfg.batch, cfg.num_heads, cfg.seq_q, cfg.seq_k, np.float64
+        )
+        dropped = float(np.mean(m == 0))
+        checks["dropped fraction"] = (
+            abs(dropped - cfg.dropout_p) <= 0.01,
+            f"dropped {dropped:.4f} of {m.size} weights, p = {cfg.dropout_p}",
+        )
+    return CaseResult(
+        case.id,
+        session.runtime,
+        reports,
+        reply["timings_ms"],
+        reply["timing_source"],
+        checks,
+        got,
+    )

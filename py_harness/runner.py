@@ -1,0 +1,123 @@
+"""Runs the attention kernels on any Device: validate, upload, dispatch, read back."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+from . import shaders
+from .config import AttentionConfig, check_input_bytes, validate, validate_sizes
+from .gpu.device import Buffer, ComputePass, Device
+from .kernels import ALL_KERNELS, BACKWARD, FORWARD, Kernel
+from .params import pack_params
+
+GRADIENTS = ("dq", "dk", "dv")
+
+
+@dataclass
+class RunResult:
+    outputs: dict[str, bytes]  # o, lse and, with backward, dq, dk, dv (f32 little-endian)
+    timings_ms: dict[str, float]
+    timing_source: str  # "timestamp-query" or "wall-clock"
+    backward_digests: list[str] = field(default_factory=list)  # one sha256 per backward run
+
+
+class AttentionRunner:
+    """Owns the compiled pipelines for one set of WGSL sources on one device."""
+
+    def __init__(self, device: Device, sources: dict[str, str]) -> None:
+        self.device = device
+        self.modules = {
+            "forward": shaders.forward_module(sources),
+            "backward": shaders.backward_module(sources),
+        }
+
+    async def pipeline(self, kernel: Kernel) -> object:
+        return await self.device.compute_pipeline(
+            self.modules[kernel.module], kernel.entry_point, kernel.layout
+        )
+
+    async def prepare(self) -> float:
+        """Compile every pipeline now (cached per device); returns the time it took in ms."""
+        t0 = time.perf_counter()
+        for kernel in ALL_KERNELS:
+            await self.pipeline(kernel)
+        return (time.perf_counter() - t0) * 1e3
+
+    async def run(
+        self,
+        cfg: AttentionConfig,
+        tensors: dict[str, bytes],
+        *,
+        backward: bool = True,
+        backward_runs: int = 1,
+    ) -> RunResult:
+        """tensors: q, k, v (and d_out for backward, mask when cfg.mask_shape) as f32 bytes."""
+        # All checks come before any GPU work: bad input loses nothing.
+        validate(cfg)
+        check_input_bytes(cfg, tensors)
+        if backward and "d_out" not in tensors:
+            check_input_bytes(cfg, {**tensors, "d_out": b""})
+        validate_sizes(cfg, self.device.limits)
+        if not 1 <= backward_runs <= 16:
+            raise ValueError(f"backward_runs: must be in [1, 16], got {backward_runs}")
+
+        timings = {"compile_ms": await self.prepare()}
+        dev = self.device
+        bufs: dict[str, Buffer] = {}
+        try:
+            dev.push_error_scopes()
+            for name in ("q", "k", "v", "d_out", "mask"):
+                bufs[name] = dev.create_buffer_with_data(tensors.get(name, b""), ("STORAGE",), name)
+            bufs["params"] = dev.create_buffer_with_data(pack_params(cfg), ("UNIFORM",), "params")
+            out_sizes = {
+                "o": cfg.q_elems(),
+                "lse": cfg.rows(),
+                "dq": cfg.q_elems(),
+                "dk": cfg.kv_elems(),
+                "dv": cfg.kv_elems(),
+                "stats": 2 * cfg.rows(),
+            }
+            for name, elems in out_sizes.items():
+                bufs[name] = dev.create_buffer(4 * elems, ("STORAGE", "COPY_SRC"), name)
+            await dev.pop_error_scopes("buffers")
+
+            fwd_ms = await self._dispatch(cfg, (FORWARD,), bufs)
+            timings["forward_ms"] = fwd_ms
+            outputs = {n: await dev.read_buffer(bufs[n]) for n in ("o", "lse")}
+            digests: list[str] = []
+            if backward:
+                for run in range(backward_runs):
+                    ms = await self._dispatch(cfg, BACKWARD, bufs)
+                    grads = {n: await dev.read_buffer(bufs[n]) for n in GRADIENTS}
+                    digests.append(_digest(grads))
+                    if run == 0:
+                        timings["backward_ms"] = ms
+                        outputs.update(grads)
+            return RunResult(outputs, timings, "wall-clock", digests)
+        finally:
+            for buf in bufs.values():
+                dev.destroy_buffer(buf)
+
+    async def _dispatch(
+        self, cfg: AttentionConfig, kernels: tuple[Kernel, ...], bufs: dict[str, Buffer]
+    ) -> float:
+        passes = []
+        for kernel in kernels:
+            pipeline = await self.pipeline(kernel)
+            entries = {i: bufs[name] for i, (name, _) in kernel.bindings.items()}
+            bind_group = self.device.create_bind_group(pipeline, entries)
+            passes.append(
+                ComputePass(pipeline, bind_group, kernel.workgroups(cfg), kernel.entry_point)
+            )
+        t0 = time.perf_counter()
+        gpu_ms = await self.device.run_passes(passes)
+        return gpu_ms if gpu_ms is not None else (time.perf_counter() - t0) * 1e3
+
+
+def _digest(grads: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for name in GRADIENTS:
+        h.update(grads[name])
+    return h.hexdigest()

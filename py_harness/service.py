@@ -1,0 +1,100 @@
+"""The harness's request/response API, the same on every runtime.
+
+Each method takes and returns a JSON string; tensors travel as base64 of little-endian
+f32 bytes. In the browser, page.py binds it to navigator.gpu; on the host, the native
+session binds it to wgpu-py. Either way the runner sees only the Device interface.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+from .config import AttentionConfig, validate
+from .gpu.device import Device
+from .runner import AttentionRunner
+from .shaders import SHADER_FILES
+
+
+class HarnessService:
+    def __init__(
+        self,
+        request_device: Callable[[], Awaitable[Device]],
+        load_source: Callable[[str], Awaitable[str]],
+    ) -> None:
+        self._request_device = request_device
+        self._load_source = load_source
+        self._device: Device | None = None
+        self._default_sources: dict[str, str] | None = None
+        self.devices_created = 0
+
+    async def device(self) -> Device:
+        """One device at a time; a lost device is replaced on the next call."""
+        if self._device is None or self._device.lost is not None:
+            self._device = await self._request_device()
+            self.devices_created += 1
+        return self._device
+
+    async def _sources(self, request: dict) -> dict[str, str]:
+        """WGSL from the request (the host sends the files it has), else the served files."""
+        if request.get("sources"):
+            return request["sources"]
+        if self._default_sources is None:
+            self._default_sources = {f: await self._load_source(f) for f in SHADER_FILES}
+        return self._default_sources
+
+    async def ping(self, request_json: str) -> str:
+        return json.dumps({"pong": json.loads(request_json), "python": sys.version})
+
+    async def adapter(self, request_json: str) -> str:
+        """The adapter's info, the device's limits and features."""
+        device = await self.device()
+        return json.dumps(
+            {
+                "backend": device.backend,
+                "info": device.adapter_info,
+                "limits": device.limits,
+                "features": sorted(device.features),
+            }
+        )
+
+    async def compile_kernels(self, request_json: str) -> str:
+        """Compile every pipeline for the request's sources now; returns the time in ms."""
+        request = json.loads(request_json)
+        runner = AttentionRunner(await self.device(), await self._sources(request))
+        return json.dumps({"compile_ms": await runner.prepare()})
+
+    async def run_case(self, request_json: str) -> str:
+        """request: {config, tensors: {name: base64}, sources?, backward?, backward_runs?}."""
+        t0 = time.perf_counter()
+        request = json.loads(request_json)
+        cfg = AttentionConfig.from_dict(request["config"])
+        validate(cfg)  # refuse bad input before asking for a device
+        tensors = {name: base64.b64decode(data) for name, data in request["tensors"].items()}
+        runner = AttentionRunner(await self.device(), await self._sources(request))
+        result = await runner.run(
+            cfg,
+            tensors,
+            backward=request.get("backward", True),
+            backward_runs=request.get("backward_runs", 1),
+        )
+        timings = dict(result.timings_ms)
+        timings["service_total_ms"] = (time.perf_counter() - t0) * 1e3
+        outputs = {n: base64.b64encode(b).decode("ascii") for n, b in result.outputs.items()}
+        return json.dumps(
+            {
+                "outputs": outputs,
+                "timings_ms": timings,
+                "timing_source": result.timing_source,
+                "backward_digests": result.backward_digests,
+            }
+        )
+
+    async def destroy_device(self, request_json: str) -> str:
+        """Destroy the current device (to test device-loss recovery)."""
+        if self._device is not None:
+            self._device.destroy()
+        return json.dumps({"destroyed": self._device is not None})

@@ -1,0 +1,226 @@
+"""Static file server for the browser harness (standard library only).
+
+Routes: /web/ -> web/, /shaders/ -> shaders/, /pyodide/ -> node_modules/pyodide/,
+/dist/ -> build/dist/ (wheel + pyodide-lock.json); / redirects to /web/index.html.
+
+    python server.py [--host 127.0.0.1] [--port 8000] [--verbose] [--skip-build]
+
+Serve on 127.0.0.1 or localhost: browsers expose navigator.gpu only in a secure context.
+Tests use ``start_server()`` / ``stop()``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import mimetypes
+import os
+import shutil
+import socket
+import sys
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote
+
+ROOT = Path(__file__).resolve().parent
+DEFAULT_ROUTES: dict[str, Path] = {
+    "web": ROOT / "web",
+    "shaders": ROOT / "shaders",
+    "pyodide": ROOT / "node_modules" / "pyodide",
+    "dist": ROOT / "build" / "dist",
+}
+# Explicit types: mimetypes depends on /etc/mime.types and misses .wasm/.mjs/.wgsl on some
+# systems; Pyodide needs application/wasm for streaming compilation.
+MIME_TYPES = {
+    ".wasm": "application/wasm",
+    ".mjs": "text/javascript",
+    ".js": "text/javascript",
+    ".json": "application/json",
+    ".map": "application/json",
+    ".whl": "application/zip",
+    ".zip": "application/zip",
+    ".wgsl": "text/plain; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+    ".py": "text/plain; charset=utf-8",
+}
+# web/ and shaders/ are edited while the server runs, dist/ is rebuilt: never cached.
+# pyodide/ is pinned by package-lock.json; a day (not "immutable") so a version bump still lands.
+CACHE_CONTROL = {"pyodide": "public, max-age=86400"}
+NO_STORE = "no-store"
+
+
+def content_type(path: Path) -> str:
+    known = MIME_TYPES.get(path.suffix.lower())
+    return known or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+
+
+class HarnessServer(ThreadingHTTPServer):
+    daemon_threads = True  # a hung browser connection must not block shutdown
+
+    def __init__(self, address: tuple[str, int], routes: dict[str, Path], verbose: bool) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        # Resolve once: containment checks compare real paths (symlinks followed).
+        self.routes = {name: Path(p).resolve() for name, p in routes.items()}
+        self.verbose = verbose
+        super().__init__(address, HarnessHandler)
+
+
+class HarnessHandler(BaseHTTPRequestHandler):
+    server: HarnessServer
+    server_version = "py-harness"
+
+    def do_GET(self) -> None:
+        self._serve(send_body=True)
+
+    def do_HEAD(self) -> None:
+        self._serve(send_body=False)
+
+    def log_message(self, format: str, *args: object) -> None:
+        if self.server.verbose:
+            super().log_message(format, *args)
+
+    def _serve(self, send_body: bool) -> None:
+        # Split off query/fragment by hand: urlsplit would read "//x/..." as a host name.
+        raw = self.path.split("?", 1)[0].split("#", 1)[0]
+        if raw == "/":
+            self._redirect("/web/index.html")
+            return
+        status, route, target = self._resolve(raw)
+        if target is None:
+            self.send_error(status)
+            return
+        try:
+            f = open(target, "rb")  # noqa: SIM115 (closed below, after headers)
+        except OSError:
+            self.send_error(HTTPStatus.NOT_FOUND)
+            return
+        with f:
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", content_type(target))
+            self.send_header("Content-Length", str(os.fstat(f.fileno()).st_size))
+            self.send_header("Cache-Control", CACHE_CONTROL.get(route, NO_STORE))
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.end_headers()
+            # The browser may drop the connection mid-file (navigation, test teardown).
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                if send_body:
+                    shutil.copyfileobj(f, self.wfile)
+
+    def _resolve(self, raw: str) -> tuple[HTTPStatus, str, Path | None]:
+        """Map a request path to a regular file inside its route folder, or an error status."""
+        try:
+            path = unquote(raw, errors="strict")
+        except UnicodeDecodeError:
+            return HTTPStatus.BAD_REQUEST, "", None
+        # NUL truncates paths in C APIs; a backslash is a separator on Windows.
+        if "\0" in path or "\\" in path or not path.startswith("/"):
+            return HTTPStatus.FORBIDDEN, "", None
+        route, _, rest = path[1:].partition("/")
+        base = self.server.routes.get(route)
+        if base is None or not rest or rest.endswith("/"):  # directories: no listings
+            return HTTPStatus.NOT_FOUND, route, None
+        parts = rest.split("/")
+        # Decoded before checking, so %2e%2e and ..%2f are caught; empty parts would let
+        # "/web//etc/passwd" name an absolute path.
+        if any(p in ("", ".", "..") for p in parts):
+            return HTTPStatus.FORBIDDEN, route, None
+        try:
+            target = base.joinpath(*parts).resolve(strict=True)
+        except (OSError, RuntimeError, ValueError):
+            return HTTPStatus.NOT_FOUND, route, None
+        if not target.is_relative_to(base):  # symlink leading outside the route folder
+            return HTTPStatus.FORBIDDEN, route, None
+        if not target.is_file():  # directories: no listings
+            return HTTPStatus.NOT_FOUND, route, None
+        return HTTPStatus.OK, route, target
+
+    def _redirect(self, location: str) -> None:
+        self.send_response(HTTPStatus.FOUND)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def start_server(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    routes: dict[str, Path] | None = None,
+    verbose: bool = False,
+) -> tuple[HarnessServer, str]:
+    """Serve in a daemon thread; port 0 picks a free port. Returns (server, base_url)."""
+    server = HarnessServer((host, port), routes or DEFAULT_ROUTES, verbose)
+    # Short poll interval: stop() (shutdown) returns within 50 ms instead of 0.5 s.
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
+    return server, _base_url(host, server.server_address[1])
+
+
+def _base_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def stop(server: HarnessServer) -> None:
+    """Stop serve_forever and close the listening socket."""
+    server.shutdown()
+    server.server_close()
+
+
+def _ensure_built() -> bool:
+    try:
+        from py_harness.host.build_wheel import build
+    except Exception as exc:  # any import failure gets the same advice
+        print(f"server: cannot import the wheel builder: {exc!r}", file=sys.stderr)
+        return False
+    try:
+        build()
+    except Exception as exc:  # BuildError and tool failures alike
+        print(f"server: could not build the py-harness wheel/lock:\n{exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Serve the browser harness.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000, help="0 = any free port")
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+    parser.add_argument("--skip-build", action="store_true", help="serve build/dist/ as it is")
+    args = parser.parse_args(argv)
+
+    if not args.skip_build and not _ensure_built():
+        print(
+            "server: build it with `python -m py_harness.host.build_wheel` (after `npm ci` and "
+            "`pip install -e '.[dev]'`), or pass --skip-build to serve without it.",
+            file=sys.stderr,
+        )
+        return 2
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"server: WARNING: binding {args.host} exposes the tree to the network, and "
+            "navigator.gpu needs a secure context (open http://127.0.0.1 or localhost).",
+            file=sys.stderr,
+        )
+    server = HarnessServer((args.host, args.port), DEFAULT_ROUTES, args.verbose)
+    url = _base_url(args.host, server.server_address[1])
+    # A wildcard bind is not a URL a browser can use; point at loopback (a secure context).
+    if args.host in ("0.0.0.0", "::", ""):
+        url = _base_url("127.0.0.1", server.server_address[1])
+    print(f"Serving on {url}/  (harness: {url}/web/harness.html)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

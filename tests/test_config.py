@@ -1,0 +1,124 @@
+"""Bad input is refused before any GPU work, with the argument and the limit named."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from py_harness.config import AttentionConfig, ConfigError, validate, validate_sizes
+from py_harness.gpu.device import Device, NoAdapterError
+from py_harness.host.cases import CONTROL
+from py_harness.host.evaluate import make_inputs, run_on
+from py_harness.runner import AttentionRunner
+
+BASE = {"batch": 1, "num_heads": 4, "seq_q": 17, "seq_k": 17, "head_dim": 64}
+
+
+def cfg(**kw: object) -> AttentionConfig:
+    return AttentionConfig(**{**BASE, **kw})
+
+
+@pytest.mark.parametrize(
+    ("kw", "argument", "words"),
+    [
+        ({"head_dim": 0}, "head_dim", "[1, 128]"),
+        ({"head_dim": 129}, "head_dim", "[1, 128]"),
+        ({"num_heads": 6, "num_kv_heads": 4}, "num_kv_heads", "multiple"),
+        ({"num_kv_heads": 8}, "num_kv_heads", "[1, 4]"),
+        ({"dropout_p": 1.0}, "dropout_p", "[0, 1)"),
+        ({"dropout_p": -0.1}, "dropout_p", "[0, 1)"),
+        ({"seq_q": 0}, "seq_q", ">= 1"),
+        ({"causal_offset": -1}, "causal_offset", "[0,"),
+        ({"window": -3}, "window", "[0,"),
+        ({"seed": 2**32}, "seed", "4294967295"),
+        ({"mask_shape": (17, 16)}, "mask", "seq_k dimension is 16"),
+        ({"mask_shape": (2, 1, 17, 17)}, "mask", "batch dimension is 2"),
+        ({"mask_shape": (1, 1, 1, 1, 17)}, "mask", "1 to 4 dimensions"),
+        ({"scale": float("nan")}, "scale", "finite"),
+        ({"head_dim": 64.0}, "head_dim", "must be an int"),
+        ({"batch": 300, "num_heads": 300}, "batch * num_heads", "65535"),
+    ],
+)
+def test_validate_names_argument_and_limit(kw: dict, argument: str, words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate(cfg(**kw))
+    assert err.value.argument == argument
+    text = str(err.value)
+    assert text.startswith(f"{argument}: ")
+    assert words.replace(">= 1", "[1,") in text
+
+
+def test_buffers_over_the_device_limit_are_refused() -> None:
+    limits = {"maxStorageBufferBindingSize": 1 << 20, "maxBufferSize": 1 << 30}
+    big = cfg(seq_q=4096, head_dim=128)  # q: 4096 * 4 * 128 * 4 bytes = 8 MiB
+    with pytest.raises(ConfigError, match=r"q / d_out: needs a 8388608-byte buffer.*1048576"):
+        validate_sizes(big, limits)
+    validate_sizes(cfg(), limits)
+
+
+class NoGPUWorkDevice(Device):
+    """A device whose every method fails the test: bad input must never reach it."""
+
+    def __init__(self) -> None:
+        limits = {"maxStorageBufferBindingSize": 1 << 30, "maxBufferSize": 1 << 30}
+        super().__init__("fake", {}, limits, frozenset())
+
+    def _gpu_work(self, *args: object) -> None:
+        raise AssertionError("GPU work was done for bad input")
+
+    create_buffer = write_buffer = destroy_buffer = create_bind_group = destroy = _gpu_work
+
+    async def read_buffer(self, buffer):  # noqa: ANN001
+        self._gpu_work()
+
+    async def _create_pipeline(self, module, entry_point, layout):  # noqa: ANN001
+        self._gpu_work()
+
+    async def run_passes(self, passes):  # noqa: ANN001
+        self._gpu_work()
+
+
+@pytest.mark.parametrize(
+    ("config", "tensors", "match"),
+    [
+        (cfg(head_dim=129), {}, "head_dim"),
+        (
+            cfg(),
+            {"q": b"\0" * 12, "k": b"", "v": b""},
+            r"q: has 12 bytes; shape wants 4352 float32",
+        ),
+        (
+            cfg(mask_shape=(17, 17)),
+            {"q": b"\0" * 17408, "k": b"\0" * 17408, "v": b"\0" * 17408, "d_out": b"\0" * 17408},
+            "mask: is missing",
+        ),
+    ],
+)
+def test_runner_refuses_before_any_gpu_work(config, tensors, match) -> None:
+    device = NoGPUWorkDevice()
+    runner = AttentionRunner(
+        device, {"flash_attention_v2.wgsl": "", "flash_attention_v2_backward.wgsl": ""}
+    )
+    with pytest.raises(ConfigError, match=match):
+        asyncio.run(runner.run(config, tensors))
+
+
+def test_non_float32_data_is_refused_on_the_host() -> None:
+    x = make_inputs(CONTROL)
+    x["k"] = x["k"].astype(np.float64)
+
+    class NoSession:
+        runtime = "none"
+
+        def call(self, entry, request):
+            raise AssertionError("sent to the page")
+
+    with pytest.raises(ConfigError, match="k: must be float32, got float64"):
+        run_on(NoSession(), CONTROL.config(), x)
+
+
+def test_no_adapter_message_says_how_to_enable_webgpu() -> None:
+    text = str(NoAdapterError("navigator.gpu is undefined in this page"))
+    assert "--enable-unsafe-webgpu" in text and "dom.webgpu.enabled" in text

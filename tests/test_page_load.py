@@ -1,0 +1,104 @@
+"""web/harness.html in headless Chromium: Pyodide + py-harness load, runHarness, WebGPU adapter."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import server
+from py_harness.host import build_wheel
+
+pytestmark = pytest.mark.browser
+
+RESULTS = server.ROOT / "test-results"
+
+
+@pytest.fixture(scope="module")
+def page(chromium: Any, harness_server: str) -> Iterator[Any]:
+    page = chromium.new_page()
+    page.goto(f"{harness_server}/web/harness.html")
+    timings = page.evaluate("() => window.harnessReady")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "page_load_timings.json").write_text(json.dumps(timings, indent=1))
+    print(f"harness timings (ms): {timings}")
+    yield page
+    page.close()
+
+
+def test_timings_recorded(page: Any) -> None:
+    timings = page.evaluate("() => window.harnessTimings")
+    for key in ("pyodideLoadMs", "packageLoadMs", "importMs", "totalMs"):
+        assert timings[key] >= 0, key
+
+
+def test_ping_round_trip(page: Any) -> None:
+    status, value, stack = page.evaluate("() => window.runHarness('ping', '{\"x\":1}')")
+    assert (status, stack) == ("ok", None)
+    reply = json.loads(value)
+    assert reply["pong"] == {"x": 1}
+    assert reply["python"].startswith("3.")
+
+
+def test_missing_entry_is_an_error(page: Any) -> None:
+    status, message, stack = page.evaluate("() => window.runHarness('no_such_entry', '{}')")
+    assert status == "error"
+    assert "no function 'no_such_entry'" in message and "ping" in message
+    assert isinstance(stack, str)
+
+
+def test_python_exception_gives_traceback(page: Any) -> None:
+    # ping parses its argument: invalid JSON raises inside Python.
+    status, message, stack = page.evaluate("() => window.runHarness('ping', 'not json')")
+    assert status == "error"
+    assert message.startswith("Traceback (most recent call last)")
+    assert "JSONDecodeError" in message
+    assert "PythonError" in stack
+
+
+def test_webgpu_adapter(page: Any) -> None:
+    info = page.evaluate(
+        """async () => {
+            if (!navigator.gpu) return null;
+            const adapter = await navigator.gpu.requestAdapter();
+            return adapter && {vendor: adapter.info.vendor, arch: adapter.info.architecture};
+        }"""
+    )
+    assert info is not None, "navigator.gpu missing or requestAdapter() returned null"
+    assert info["vendor"]
+
+
+@pytest.mark.slow
+def test_corrupt_wheel_fails_integrity(chromium: Any, tmp_path: Path) -> None:
+    built = build_wheel.build(log=lambda _msg: None)
+    shutil.copy(built.lockfile, tmp_path)
+    (tmp_path / built.wheel.name).write_bytes(built.wheel.read_bytes() + b"tampered")
+    srv, url = server.start_server(port=0, routes={**server.DEFAULT_ROUTES, "dist": tmp_path})
+    page = chromium.new_page()
+    try:
+        page.goto(f"{url}/web/harness.html")
+        message = page.evaluate("() => window.harnessReady.then(() => null, (e) => e.message)")
+        assert message.startswith("harness failed to load: loadPackage('py-harness') failed")
+    finally:
+        page.close()
+        server.stop(srv)
+
+
+@pytest.mark.slow
+def test_load_failure_rejects_ready(chromium: Any, tmp_path: Path) -> None:
+    routes = {**server.DEFAULT_ROUTES, "dist": tmp_path}  # no lock file: Pyodide cannot boot
+    srv, url = server.start_server(port=0, routes=routes)
+    page = chromium.new_page()
+    try:
+        page.goto(f"{url}/web/harness.html")
+        message = page.evaluate("() => window.harnessReady.then(() => null, (e) => e.message)")
+        assert message.startswith("harness failed to load") and "pyodide-lock.json" in message
+        status, value, _ = page.evaluate("() => window.runHarness('ping', '{}')")
+        assert status == "error" and "harness failed to load" in value
+    finally:
+        page.close()
+        server.stop(srv)

@@ -1,0 +1,30 @@
+"""The smoke suite must fail on every bug planted in the kernels (py_harness/host/mutants.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from py_harness.host.cases import SMOKE
+from py_harness.host.evaluate import evaluate
+from py_harness.host.mutants import MUTANTS, Mutant
+from py_harness.host.sessions import Session, shader_sources
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_every_mutant_changes_the_source() -> None:
+    sources = shader_sources()
+    for mutant in MUTANTS:
+        assert mutant.apply(sources) != sources, mutant.name
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_smoke_suite_catches(harness: Session, mutant: Mutant) -> None:
+    sources = mutant.apply(shader_sources())
+    caught = []
+    for case in SMOKE:  # stop at the first case that fails: one is enough
+        result = evaluate(case, harness, sources=sources)
+        if not result.passed:
+            caught.append(f"{case.id}: {result.failures().splitlines()[0]}")
+            break
+    assert caught, f"no smoke case fails with the planted bug {mutant.name}"

@@ -1,0 +1,178 @@
+"""server.py: routing, MIME types, caching, and refusal of paths outside the served folders."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import server
+
+SECRET = "TOP-SECRET-do-not-serve"
+
+
+def fetch(base_url: str, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    # http.client sends the path verbatim (no normalisation of "..", unlike a browser).
+    host, port = base_url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.request(method, path)
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read()
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tree shaped like the repo, with secrets next to it and symlinks pointing at them."""
+    root = tmp_path_factory.mktemp("site")
+    (root / "secret.txt").write_text(SECRET)
+    (root / "outside").mkdir()
+    (root / "outside" / "secret.txt").write_text(SECRET)
+    files = {
+        "web/index.html": "<!doctype html>",
+        "web/app.js": "export {};",
+        "web/sub/page.html": "<p>",
+        "shaders/k.wgsl": "@compute @workgroup_size(1) fn main() {}",
+        "pyodide/pyodide.mjs": "export {};",
+        "pyodide/pyodide.asm.wasm": "\0asm",
+        "pyodide/pyodide-lock.json": "{}",
+        "dist/pyodide-lock.json": "{}",
+        "dist/py_harness-0.1.0-py3-none-any.whl": "PK",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "web" / "escape.txt").symlink_to(root / "secret.txt")
+    (root / "web" / "escape_dir").symlink_to(root / "outside", target_is_directory=True)
+    (root / "web" / "alias.js").symlink_to(root / "web" / "app.js")  # stays inside: allowed
+    return root
+
+
+@pytest.fixture(scope="module")
+def base_url(site: Path) -> Iterator[str]:
+    routes = {name: site / name for name in ("web", "shaders", "pyodide", "dist")}
+    srv, url = server.start_server(port=0, routes=routes)
+    yield url
+    server.stop(srv)
+
+
+@pytest.mark.parametrize(
+    ("path", "mime"),
+    [
+        ("/web/index.html", "text/html"),
+        ("/web/app.js", "text/javascript"),
+        ("/web/alias.js", "text/javascript"),
+        ("/shaders/k.wgsl", "text/plain"),
+        ("/pyodide/pyodide.mjs", "text/javascript"),
+        ("/pyodide/pyodide.asm.wasm", "application/wasm"),
+        ("/pyodide/pyodide-lock.json", "application/json"),
+        ("/dist/pyodide-lock.json", "application/json"),
+        ("/dist/py_harness-0.1.0-py3-none-any.whl", "application/zip"),
+        ("/web/index.html?cache=bust#frag", "text/html"),
+    ],
+)
+def test_serves_files_with_mime(base_url: str, site: Path, path: str, mime: str) -> None:
+    status, headers, body = fetch(base_url, path)
+    assert status == 200
+    assert headers["Content-Type"].split(";")[0] == mime
+    rel = path.split("?")[0].lstrip("/")
+    assert body == (site / rel).read_bytes()
+    assert int(headers["Content-Length"]) == len(body)
+
+
+def test_cache_headers(base_url: str) -> None:
+    # Edited live by kernel developers: never cached.
+    for path in ("/web/index.html", "/shaders/k.wgsl", "/dist/pyodide-lock.json"):
+        assert fetch(base_url, path)[1]["Cache-Control"] == "no-store"
+    assert "max-age" in fetch(base_url, "/pyodide/pyodide.mjs")[1]["Cache-Control"]
+
+
+def test_head_has_headers_only(base_url: str) -> None:
+    status, headers, body = fetch(base_url, "/web/app.js", method="HEAD")
+    assert (status, body) == (200, b"")
+    assert headers["Content-Length"] == str(len("export {};"))
+
+
+def test_root_redirects_to_index(base_url: str) -> None:
+    status, headers, _ = fetch(base_url, "/")
+    assert status == 302
+    assert headers["Location"] == "/web/index.html"
+
+
+@pytest.mark.parametrize(
+    "path", ["/web", "/web/", "/web/sub", "/web/sub/", "/dist/", "/nope/x", "/web/missing.js"]
+)
+def test_directories_and_unknown_paths_are_404(base_url: str, path: str) -> None:
+    status, _, body = fetch(base_url, path)
+    assert status == 404
+    assert b"page.html" not in body  # no listing
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/web/../secret.txt",
+        "/web/%2e%2e/secret.txt",
+        "/web/%2E%2E%2Fsecret.txt",
+        "/web/..%2fsecret.txt",
+        "/web/..%5csecret.txt",
+        "/shaders/%2e%2e%2f%2e%2e%2fetc/passwd",
+        "/%2e%2e/secret.txt",
+        "/web/./../secret.txt",
+        "/web//etc/passwd",
+        "/web/%2fetc%2fpasswd",
+        "/web/index.html%00.js",
+        "/web/%00",
+        "/web/escape.txt",
+        "/web/escape_dir/secret.txt",
+        "/web/%ff%fe",
+    ],
+)
+def test_traversal_is_refused(base_url: str, path: str) -> None:
+    status, _, body = fetch(base_url, path)
+    assert status in (400, 403, 404), path
+    assert SECRET.encode() not in body and b"root:" not in body
+
+
+def test_raw_nul_byte_is_refused(base_url: str) -> None:
+    # http.client refuses to send a raw NUL, so speak HTTP over a socket.
+    host, port = base_url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"GET /web/index.html\x00/../../secret.txt HTTP/1.0\r\n\r\n")
+        reply = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert reply.split(b" ", 2)[1] in (b"400", b"403", b"404")
+    assert SECRET.encode() not in reply
+
+
+def test_default_routes_refuse_repo_files() -> None:
+    srv, url = server.start_server(port=0)
+    try:
+        for path in ("/web/../server.py", "/web/%2e%2e/server.py", "/web/..%2fserver.py"):
+            status, _, body = fetch(url, path)
+            assert status in (403, 404), path
+            assert b"ThreadingHTTPServer" not in body
+        if (server.ROOT / "node_modules/pyodide/pyodide.asm.wasm").exists():
+            status, headers, _ = fetch(url, "/pyodide/pyodide.asm.wasm", method="HEAD")
+            assert (status, headers["Content-Type"]) == (200, "application/wasm")
+        status, headers, _ = fetch(url, "/web/harness.js", method="HEAD")
+        assert (status, headers["Content-Type"]) == (200, "text/javascript")
+    finally:
+        server.stop(srv)
+
+
+def test_built_wheel_excludes_host_and_is_in_lock() -> None:
+    build_wheel = pytest.importorskip("py_harness.host.build_wheel")
+    if not build_wheel.INPUT_LOCK.exists():
+        pytest.skip("node_modules/pyodide missing (run `npm ci`)")
+    result = build_wheel.build(log=lambda _msg: None)
+    names = zipfile.ZipFile(result.wheel).namelist()
+    assert "py_harness/page.py" in names
+    assert not [n for n in names if n.startswith("py_harness/host/")]
+    # Second call must be a no-op thanks to the content stamp.
+    assert build_wheel.build(log=lambda _msg: None).rebuilt is False
