@@ -1,0 +1,24 @@
+# The two commands: `make check` (the main job) and `make test` (the test suite).
+# Each runs scripts/setup.sh first, which installs what is missing and is quick after that.
+PY := .venv/bin/python
+RUNTIME ?= chromium
+
+.PHONY: setup check test smoke lint serve
+
+setup:
+	bash scripts/setup.sh
+
+check: setup
+	$(PY) -m py_harness check --runtime $(RUNTIME)
+
+test: setup
+	$(PY) -m pytest
+
+smoke: setup
+	$(PY) -m pytest -m "smoke or not browser"
+
+lint: setup
+	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+serve: setup
+	$(PY) server.py
