@@ -1,28 +1,37 @@
-"""The kernels' entry points, bindings and dispatch geometry, declared in one place."""
+"""Kernel variants: files, entry points, bindings, dispatch geometry and limits, in one place.
+
+A variant is a forward kernel plus the backward kernels that follow it. To add one, write
+its .wgsl files in shaders/ and declare it in VARIANTS below: the case matrix, `check`,
+pytest (`--variant`) and the demo page pick it up by name.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .config import AttentionConfig
+from .shaders import BACKWARD_FILE, FORWARD_FILE
 
-ROWS_PER_WORKGROUP = 128  # FA2_ROWS / FAB_ROWS in the shaders
 RO = "read-only-storage"  # GPUBufferBindingType names
 RW = "storage"
 UNIFORM = "uniform"
+# Buffers the runner provides; bindings name them. params is the FlashParams uniform;
+# stats holds [Delta, LSE] per query row (B * H * Sq vec2<f32>) for the backward passes.
+BUFFERS = ("q", "k", "v", "d_out", "mask", "params", "o", "lse", "dq", "dk", "dv", "stats")
 
 
 @dataclass(frozen=True)
 class Kernel:
     entry_point: str
-    module: str  # "forward" or "backward" (see shaders.py for how modules compose)
+    files: tuple[str, ...]  # the shader module: these files joined in order
     # binding number -> (buffer name, GPUBufferBindingType); only what the entry uses.
     # The pipeline layout is built from this (not "auto"), so an edit that stops using a
     # binding still gets a valid layout, and the storage-buffer count stays exact.
     bindings: dict[int, tuple[str, str]]
     rows: str  # the sequence each workgroup tiles: "seq_q" or "seq_k"
     heads: str  # "num_heads" or "kv_heads": workgroups along z = batch * heads
+    rows_per_workgroup: int = 128
 
     @property
     def layout(self) -> tuple[tuple[int, str], ...]:
@@ -31,57 +40,93 @@ class Kernel:
     def workgroups(self, cfg: AttentionConfig) -> tuple[int, int, int]:
         rows = getattr(cfg, self.rows)
         heads = getattr(cfg, self.heads)
-        return (1, math.ceil(rows / ROWS_PER_WORKGROUP), cfg.batch * heads)
+        return (1, math.ceil(rows / self.rows_per_workgroup), cfg.batch * heads)
 
 
-FORWARD = Kernel(
-    "flash_fwd",
-    "forward",
-    {
-        0: ("q", RO),
-        1: ("k", RO),
-        2: ("v", RO),
-        3: ("o", RW),
-        4: ("lse", RW),
-        8: ("params", UNIFORM),
-        9: ("mask", RO),
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    forward: Kernel
+    backward: tuple[Kernel, ...]  # dispatched in order, one compute pass each
+    required_limits: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def kernels(self) -> tuple[Kernel, ...]:
+        return (self.forward, *self.backward)
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(f for k in self.kernels for f in k.files))
+
+
+SEED = Variant(
+    name="seed",
+    description="the given backward (two passes, no atomics) after our forward",
+    forward=Kernel(
+        "flash_fwd",
+        (FORWARD_FILE,),
+        {
+            0: ("q", RO),
+            1: ("k", RO),
+            2: ("v", RO),
+            3: ("o", RW),
+            4: ("lse", RW),
+            8: ("params", UNIFORM),
+            9: ("mask", RO),
+        },
+        "seq_q",
+        "num_heads",
+    ),
+    backward=(
+        Kernel(
+            "flash_bwd_dq",
+            (FORWARD_FILE, BACKWARD_FILE),
+            {
+                0: ("q", RO),
+                1: ("k", RO),
+                2: ("v", RO),
+                3: ("o", RO),
+                4: ("d_out", RO),
+                5: ("dq", RW),
+                8: ("params", UNIFORM),
+                9: ("mask", RO),
+                10: ("stats", RW),
+            },
+            "seq_q",
+            "num_heads",
+        ),
+        Kernel(
+            "flash_bwd_dk_dv",
+            (FORWARD_FILE, BACKWARD_FILE),
+            {
+                0: ("q", RO),
+                1: ("k", RO),
+                2: ("v", RO),
+                4: ("d_out", RO),
+                6: ("dk", RW),
+                7: ("dv", RW),
+                8: ("params", UNIFORM),
+                9: ("mask", RO),
+                10: ("stats", RW),
+            },
+            "seq_k",
+            "kv_heads",
+        ),
+    ),
+    required_limits={
+        "maxStorageBuffersPerShaderStage": 8,
+        "maxComputeWorkgroupStorageSize": 16384,
+        "maxComputeInvocationsPerWorkgroup": 128,
     },
-    "seq_q",
-    "num_heads",
 )
-BACKWARD_DQ = Kernel(
-    "flash_bwd_dq",
-    "backward",
-    {
-        0: ("q", RO),
-        1: ("k", RO),
-        2: ("v", RO),
-        3: ("o", RO),
-        4: ("d_out", RO),
-        5: ("dq", RW),
-        8: ("params", UNIFORM),
-        9: ("mask", RO),
-        10: ("stats", RW),
-    },
-    "seq_q",
-    "num_heads",
-)
-BACKWARD_DK_DV = Kernel(
-    "flash_bwd_dk_dv",
-    "backward",
-    {
-        0: ("q", RO),
-        1: ("k", RO),
-        2: ("v", RO),
-        4: ("d_out", RO),
-        6: ("dk", RW),
-        7: ("dv", RW),
-        8: ("params", UNIFORM),
-        9: ("mask", RO),
-        10: ("stats", RW),
-    },
-    "seq_k",
-    "kv_heads",
-)
-BACKWARD = (BACKWARD_DQ, BACKWARD_DK_DV)
-ALL_KERNELS = (FORWARD, *BACKWARD)
+
+VARIANTS: dict[str, Variant] = {v.name: v for v in (SEED,)}
+DEFAULT_VARIANT = "seed"
+ALL_SHADER_FILES = tuple(dict.fromkeys(f for v in VARIANTS.values() for f in v.files))
+
+
+def variant(name: str) -> Variant:
+    if name not in VARIANTS:
+        raise KeyError(f"variant: unknown {name!r}; known: {', '.join(VARIANTS)}")
+    return VARIANTS[name]

@@ -7,9 +7,9 @@ import time
 from dataclasses import dataclass, field
 
 from . import shaders
-from .config import AttentionConfig, check_input_bytes, validate, validate_sizes
-from .gpu.device import Buffer, ComputePass, Device
-from .kernels import ALL_KERNELS, BACKWARD, FORWARD, Kernel
+from .config import AttentionConfig, ConfigError, check_input_bytes, validate, validate_sizes
+from .gpu.device import Buffer, ComputePass, Device, Pipeline
+from .kernels import SEED, Kernel, Variant
 from .params import pack_params
 
 GRADIENTS = ("dq", "dk", "dv")
@@ -19,29 +19,38 @@ GRADIENTS = ("dq", "dk", "dv")
 class RunResult:
     outputs: dict[str, bytes]  # o, lse and, with backward, dq, dk, dv (f32 little-endian)
     timings_ms: dict[str, float]
-    timing_source: str  # "timestamp-query" or "wall-clock"
+    timing_source: str  # "timestamp-query" (GPU time of the passes) or "wall-clock"
     backward_digests: list[str] = field(default_factory=list)  # one sha256 per backward run
 
 
 class AttentionRunner:
-    """Owns the compiled pipelines for one set of WGSL sources on one device."""
+    """Runs one kernel variant, from one set of WGSL sources, on one device."""
 
-    def __init__(self, device: Device, sources: dict[str, str]) -> None:
+    def __init__(self, device: Device, sources: dict[str, str], variant: Variant = SEED) -> None:
         self.device = device
+        self.variant = variant
         self.modules = {
-            "forward": shaders.forward_module(sources),
-            "backward": shaders.backward_module(sources),
+            k.entry_point: shaders.compose(k.entry_point, k.files, sources) for k in variant.kernels
         }
 
-    async def pipeline(self, kernel: Kernel) -> object:
-        return await self.device.compute_pipeline(
-            self.modules[kernel.module], kernel.entry_point, kernel.layout
-        )
+    async def pipeline(self, kernel: Kernel) -> Pipeline:
+        module = self.modules[kernel.entry_point]
+        return await self.device.compute_pipeline(module, kernel.entry_point, kernel.layout)
+
+    def check_limits(self) -> None:
+        for name, need in self.variant.required_limits.items():
+            have = self.device.limits.get(name, 0)
+            if have < need:
+                raise ConfigError(
+                    "variant",
+                    f"{self.variant.name} needs {name} >= {need}; this device has {have}",
+                )
 
     async def prepare(self) -> float:
         """Compile every pipeline now (cached per device); returns the time it took in ms."""
+        self.check_limits()
         t0 = time.perf_counter()
-        for kernel in ALL_KERNELS:
+        for kernel in self.variant.kernels:
             await self.pipeline(kernel)
         return (time.perf_counter() - t0) * 1e3
 
@@ -60,6 +69,7 @@ class AttentionRunner:
         if backward and "d_out" not in tensors:
             check_input_bytes(cfg, {**tensors, "d_out": b""})
         validate_sizes(cfg, self.device.limits)
+        self.check_limits()
         if not 1 <= backward_runs <= 16:
             raise ValueError(f"backward_runs: must be in [1, 16], got {backward_runs}")
 
@@ -83,19 +93,20 @@ class AttentionRunner:
                 bufs[name] = dev.create_buffer(4 * elems, ("STORAGE", "COPY_SRC"), name)
             await dev.pop_error_scopes("buffers")
 
-            fwd_ms = await self._dispatch(cfg, (FORWARD,), bufs)
+            fwd_ms = await self._dispatch(cfg, (self.variant.forward,), bufs)
             timings["forward_ms"] = fwd_ms
             outputs = {n: await dev.read_buffer(bufs[n]) for n in ("o", "lse")}
             digests: list[str] = []
             if backward:
                 for run in range(backward_runs):
-                    ms = await self._dispatch(cfg, BACKWARD, bufs)
+                    ms = await self._dispatch(cfg, self.variant.backward, bufs)
                     grads = {n: await dev.read_buffer(bufs[n]) for n in GRADIENTS}
                     digests.append(_digest(grads))
                     if run == 0:
                         timings["backward_ms"] = ms
                         outputs.update(grads)
-            return RunResult(outputs, timings, "wall-clock", digests)
+            source = "timestamp-query" if dev.has_timestamps else "wall-clock"
+            return RunResult(outputs, timings, source, digests)
         finally:
             for buf in bufs.values():
                 dev.destroy_buffer(buf)

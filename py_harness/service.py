@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 
 from .config import AttentionConfig, validate
 from .gpu.device import Device
+from .kernels import DEFAULT_VARIANT, VARIANTS, variant
 from .runner import AttentionRunner
-from .shaders import SHADER_FILES
 
 
 class HarnessService:
@@ -28,7 +28,7 @@ class HarnessService:
         self._request_device = request_device
         self._load_source = load_source
         self._device: Device | None = None
-        self._default_sources: dict[str, str] | None = None
+        self._served_sources: dict[str, str] = {}
         self.devices_created = 0
 
     async def device(self) -> Device:
@@ -38,13 +38,17 @@ class HarnessService:
             self.devices_created += 1
         return self._device
 
-    async def _sources(self, request: dict) -> dict[str, str]:
-        """WGSL from the request (the host sends the files it has), else the served files."""
-        if request.get("sources"):
-            return request["sources"]
-        if self._default_sources is None:
-            self._default_sources = {f: await self._load_source(f) for f in SHADER_FILES}
-        return self._default_sources
+    async def _runner(self, request: dict) -> AttentionRunner:
+        """The runner for the request's variant, with WGSL from the request (the host sends
+        the files it has) or else the served files (fetched once)."""
+        chosen = variant(request.get("variant", DEFAULT_VARIANT))
+        sources = request.get("sources")
+        if not sources:
+            for f in chosen.files:
+                if f not in self._served_sources:
+                    self._served_sources[f] = await self._load_source(f)
+            sources = self._served_sources
+        return AttentionRunner(await self.device(), sources, chosen)
 
     async def ping(self, request_json: str) -> str:
         return json.dumps({"pong": json.loads(request_json), "python": sys.version})
@@ -58,23 +62,25 @@ class HarnessService:
                 "info": device.adapter_info,
                 "limits": device.limits,
                 "features": sorted(device.features),
+                "variants": {name: v.description for name, v in VARIANTS.items()},
             }
         )
 
     async def compile_kernels(self, request_json: str) -> str:
         """Compile every pipeline for the request's sources now; returns the time in ms."""
         request = json.loads(request_json)
-        runner = AttentionRunner(await self.device(), await self._sources(request))
+        runner = await self._runner(request)
         return json.dumps({"compile_ms": await runner.prepare()})
 
     async def run_case(self, request_json: str) -> str:
-        """request: {config, tensors: {name: base64}, sources?, backward?, backward_runs?}."""
+        """request: {config, tensors: {name: base64}, variant?, sources?, backward?,
+        backward_runs?}."""
         t0 = time.perf_counter()
         request = json.loads(request_json)
         cfg = AttentionConfig.from_dict(request["config"])
         validate(cfg)  # refuse bad input before asking for a device
         tensors = {name: base64.b64decode(data) for name, data in request["tensors"].items()}
-        runner = AttentionRunner(await self.device(), await self._sources(request))
+        runner = await self._runner(request)
         result = await runner.run(
             cfg,
             tensors,

@@ -1,8 +1,9 @@
 """WGSL sources of the kernels and how they compose into shader modules.
 
-The forward file compiles alone. The backward module is the forward file followed
-by the backward file (the backward calls the forward's hash3 / dropout_scale).
-Compile messages are mapped back from module lines to file:line:column.
+A module is one or more .wgsl files joined in order (kernels.py says which). The seed's
+forward file compiles alone; its backward module is the forward file followed by the
+backward file (the backward calls the forward's hash3 / dropout_scale). Compile messages
+are mapped back from module lines to file:line:column.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from dataclasses import dataclass
 
 FORWARD_FILE = "flash_attention_v2.wgsl"
 BACKWARD_FILE = "flash_attention_v2_backward.wgsl"
-SHADER_FILES = (FORWARD_FILE, BACKWARD_FILE)
 
 
 @dataclass(frozen=True)
@@ -36,15 +36,12 @@ class ShaderModuleSource:
         return self.parts[-1][0], line - start + 1
 
 
-def forward_module(sources: dict[str, str]) -> ShaderModuleSource:
-    return ShaderModuleSource("flash_fwd", ((FORWARD_FILE, sources[FORWARD_FILE]),))
-
-
-def backward_module(sources: dict[str, str]) -> ShaderModuleSource:
-    return ShaderModuleSource(
-        "flash_bwd",
-        ((FORWARD_FILE, sources[FORWARD_FILE]), (BACKWARD_FILE, sources[BACKWARD_FILE])),
-    )
+def compose(label: str, files: tuple[str, ...], sources: dict[str, str]) -> ShaderModuleSource:
+    """The module made of `files` in order (e.g. forward + backward for the backward)."""
+    missing = [f for f in files if f not in sources]
+    if missing:
+        raise KeyError(f"shader sources lack {missing}; have {sorted(sources)}")
+    return ShaderModuleSource(label, tuple((f, sources[f]) for f in files))
 
 
 def format_compile_messages(module: ShaderModuleSource, messages: list[dict]) -> str:

@@ -13,6 +13,7 @@ from pyodide.ffi import JsException, jsnull, to_js  # type: ignore[import-not-fo
 
 from ..shaders import ShaderModuleSource, format_compile_messages
 from .device import (
+    REQUIRED_LIMITS,
     Buffer,
     ComputePass,
     Device,
@@ -24,18 +25,10 @@ from .device import (
     ShaderCompileError,
     device_limits,
     layout_entries,
+    pass_times_ms,
 )
 
-_LIMITS = (
-    "maxStorageBuffersPerShaderStage",
-    "maxComputeWorkgroupStorageSize",
-    "maxComputeInvocationsPerWorkgroup",
-    "maxComputeWorkgroupSizeX",
-    "maxBindingsPerBindGroup",
-    "maxStorageBufferBindingSize",
-    "maxBufferSize",
-    "maxComputeWorkgroupsPerDimension",
-)
+_LIMITS = tuple(REQUIRED_LIMITS)
 
 
 def _js(obj: Any) -> Any:
@@ -144,17 +137,37 @@ class BrowserDevice(Device):
 
     async def run_passes(self, passes: list[ComputePass]) -> float | None:
         self.push_error_scopes()
+        n = 2 * len(passes)
+        timed = self.has_timestamps
+        if timed:
+            queries = self._device.createQuerySet(_js({"type": "timestamp", "count": n}))
+            resolved = self.create_buffer(8 * n, ("QUERY_RESOLVE", "COPY_SRC"), "timestamps")
         encoder = self._device.createCommandEncoder()
-        for p in passes:
-            cpass = encoder.beginComputePass(_js({"label": p.label}))
+        for i, p in enumerate(passes):
+            descriptor: dict[str, Any] = {"label": p.label}
+            if timed:
+                descriptor["timestampWrites"] = {
+                    "querySet": queries,
+                    "beginningOfPassWriteIndex": 2 * i,
+                    "endOfPassWriteIndex": 2 * i + 1,
+                }
+            cpass = encoder.beginComputePass(_js(descriptor))
             cpass.setPipeline(p.pipeline.handle)
             cpass.setBindGroup(0, p.bind_group)
             cpass.dispatchWorkgroups(*p.workgroups)
             cpass.end()
+        if timed:
+            encoder.resolveQuerySet(queries, 0, n, resolved.handle, 0)
         self._device.queue.submit(_js([encoder.finish()]))
         await self._pop_scopes("dispatch")
         await self._scoped("onSubmittedWorkDone", self._device.queue.onSubmittedWorkDone())
-        return None
+        if not timed:
+            return None
+        try:
+            return pass_times_ms(await self.read_buffer(resolved))
+        finally:
+            self.destroy_buffer(resolved)
+            queries.destroy()
 
     def destroy(self) -> None:
         self._device.destroy()
@@ -195,7 +208,11 @@ async def request_device(power_preference: str = "high-performance") -> BrowserD
         raise NoAdapterError("navigator.gpu.requestAdapter() returned null")
     have = {name: int(getattr(adapter.limits, name)) for name in _LIMITS}
     want = device_limits(have)
-    device = await adapter.requestDevice(_js({"requiredLimits": want}))
+    # Timestamps give GPU time per pass; without the feature the runner uses wall clock.
+    features = [f for f in ("timestamp-query",) if adapter.features.has(f)]
+    device = await adapter.requestDevice(
+        _js({"requiredLimits": want, "requiredFeatures": features})
+    )
     ainfo = adapter.info
     info = {
         "vendor": str(ainfo.vendor),

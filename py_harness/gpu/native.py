@@ -13,6 +13,7 @@ import wgpu
 
 from ..shaders import ShaderModuleSource, format_compile_messages
 from .device import (
+    REQUIRED_LIMITS,
     Buffer,
     ComputePass,
     Device,
@@ -23,20 +24,15 @@ from .device import (
     ShaderCompileError,
     device_limits,
     layout_entries,
+    pass_times_ms,
 )
 
 _COMPUTE = wgpu.ShaderStage.COMPUTE
 
 _NAGA_LOCATION = re.compile(r"wgsl:(\d+):(\d+)")
-_LIMIT_NAMES = {  # WebGPU spec name -> wgpu-py's snake_case name
-    "maxStorageBuffersPerShaderStage": "max-storage-buffers-per-shader-stage",
-    "maxComputeWorkgroupStorageSize": "max-compute-workgroup-storage-size",
-    "maxComputeInvocationsPerWorkgroup": "max-compute-invocations-per-workgroup",
-    "maxComputeWorkgroupSizeX": "max-compute-workgroup-size-x",
-    "maxBindingsPerBindGroup": "max-bindings-per-bind-group",
-    "maxStorageBufferBindingSize": "max-storage-buffer-binding-size",
-    "maxBufferSize": "max-buffer-size",
-    "maxComputeWorkgroupsPerDimension": "max-compute-workgroups-per-dimension",
+# WebGPU spec names -> wgpu-py's names ("maxBufferSize" -> "max-buffer-size").
+_LIMIT_NAMES = {
+    name: re.sub(r"([A-Z])", lambda m: "-" + m[1].lower(), name) for name in REQUIRED_LIMITS
 }
 
 
@@ -104,16 +100,37 @@ class NativeDevice(Device):
         )
 
     async def run_passes(self, passes: list[ComputePass]) -> float | None:
-        encoder = self._device.create_command_encoder()
-        for p in passes:
-            cpass = encoder.begin_compute_pass()
+        dev = self._device
+        n = 2 * len(passes)
+        timed = self.has_timestamps
+        if timed:
+            queries = dev.create_query_set(type=wgpu.QueryType.timestamp, count=n)
+            resolved = self.create_buffer(8 * n, ("QUERY_RESOLVE", "COPY_SRC"), "timestamps")
+        encoder = dev.create_command_encoder()
+        for i, p in enumerate(passes):
+            writes = None
+            if timed:
+                writes = {
+                    "query_set": queries,
+                    "beginning_of_pass_write_index": 2 * i,
+                    "end_of_pass_write_index": 2 * i + 1,
+                }
+            cpass = encoder.begin_compute_pass(label=p.label, timestamp_writes=writes)
             cpass.set_pipeline(p.pipeline.handle)
             cpass.set_bind_group(0, p.bind_group)
             cpass.dispatch_workgroups(*p.workgroups)
             cpass.end()
-        self._guard("submit", lambda: self._device.queue.submit([encoder.finish()]))
-        self._guard("wait", lambda: self._device.queue.read_buffer(self._fence))
-        return None
+        if timed:
+            encoder.resolve_query_set(queries, 0, n, resolved.handle, 0)
+        self._guard("submit", lambda: dev.queue.submit([encoder.finish()]))
+        self._guard("wait", lambda: dev.queue.read_buffer(self._fence))
+        if not timed:
+            return None
+        try:
+            return pass_times_ms(await self.read_buffer(resolved))
+        finally:
+            self.destroy_buffer(resolved)
+            queries.destroy()
 
     def destroy(self) -> None:
         self._device.destroy()
@@ -141,7 +158,11 @@ def _naga_message(module: ShaderModuleSource, text: str) -> str:
     """Naga reports 'wgsl:LINE:COL' in a caret diagram; map it to file:line:col."""
     found = _NAGA_LOCATION.search(text)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    summary = next((ln for ln in lines if "error" in ln.lower() and "Caused" not in ln), text)
+    # "Shader 'flash_bwd' parsing error: expected expression, found ';'" -> the part after it
+    said = [
+        ln.split("error: ", 1)[1] for ln in lines if ln.startswith("Shader ") and "error: " in ln
+    ]
+    summary = said[0] if said else lines[-1]
     if not found:
         return f"{module.label}: {text}"
     msg = {"type": "error", "message": summary, "lineNum": found[1], "linePos": found[2]}
@@ -155,4 +176,6 @@ async def request_device(power_preference: str = "high-performance") -> NativeDe
     have = {spec: adapter.limits[name] for spec, name in _LIMIT_NAMES.items()}
     want = device_limits(have)
     required = {_LIMIT_NAMES[k]: v for k, v in want.items()}
-    return NativeDevice(adapter, adapter.request_device_sync(required_limits=required))
+    features = [f for f in ("timestamp-query",) if f in adapter.features]
+    device = adapter.request_device_sync(required_limits=required, required_features=features)
+    return NativeDevice(adapter, device)

@@ -47,9 +47,8 @@ class _AdapterName:
 
 
 def shader_sources(directory: Path = SHADER_DIR) -> dict[str, str]:
-    from ..shaders import SHADER_FILES
-
-    return {name: (directory / name).read_text() for name in SHADER_FILES}
+    """Every .wgsl file in `directory`, by file name (the page gets them with each case)."""
+    return {p.name: p.read_text() for p in sorted(directory.glob("*.wgsl"))}
 
 
 class BrowserSession(_AdapterName):

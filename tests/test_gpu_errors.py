@@ -1,0 +1,45 @@
+"""GPU-side errors reach the host as exceptions with the driver's words and a location."""
+
+from __future__ import annotations
+
+import pytest
+
+from py_harness.host.cases import CONTROL
+from py_harness.host.evaluate import make_inputs, run_on
+from py_harness.host.sessions import PageError, Session, shader_sources
+from py_harness.shaders import BACKWARD_FILE, FORWARD_FILE
+
+pytestmark = pytest.mark.browser
+
+
+def broken(file: str, line_no: int) -> tuple[dict[str, str], int]:
+    """The shader sources with a syntax error planted on 1-based line `line_no` of `file`."""
+    sources = shader_sources()
+    lines = sources[file].split("\n")
+    lines[line_no - 1] = "let broken = ;" + lines[line_no - 1]
+    return {**sources, file: "\n".join(lines)}, line_no
+
+
+def error_text(exc: BaseException) -> str:
+    return exc.page_message if isinstance(exc, PageError) else str(exc)
+
+
+@pytest.mark.parametrize(("file", "line_no"), [(FORWARD_FILE, 160), (BACKWARD_FILE, 200)])
+def test_compile_error_names_file_line_and_column(
+    harness: Session, file: str, line_no: int
+) -> None:
+    sources, line = broken(file, line_no)
+    with pytest.raises(Exception) as err:
+        run_on(harness, CONTROL.config(), make_inputs(CONTROL), sources=sources)
+    text = error_text(err.value)
+    assert "ShaderCompileError" in f"{type(err.value).__name__} {text}"
+    # The module is forward + backward; the location must be mapped back to the file.
+    assert f"{file}:{line}:" in text, text
+
+
+def test_harness_keeps_working_after_an_error(harness: Session) -> None:
+    sources, _ = broken(FORWARD_FILE, 160)
+    with pytest.raises(Exception):  # noqa: B017 - any error; the point is what follows
+        run_on(harness, CONTROL.config(), make_inputs(CONTROL), sources=sources)
+    reply = run_on(harness, CONTROL.config(), make_inputs(CONTROL))
+    assert set(reply["arrays"]) == {"o", "lse", "dq", "dk", "dv"}
