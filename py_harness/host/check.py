@@ -13,12 +13,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .browsers import chromium_launch_args
 from .cases import CASES, SMOKE, Case, by_id
 from .evaluate import CaseResult, evaluate
-from .sessions import ROOT, SHADER_DIR, BrowserSession, NativeSession, Session, shader_sources
+from .runtimes import RUNTIMES, parse_runtimes, runtime
+from .sessions import ROOT, SHADER_DIR, Session, shader_sources
 
-RUNTIMES = ("chromium", "wgpu")
 SHORT = {"o": "O", "lse": "LSE", "dq": "dQ", "dk": "dK", "dv": "dV"}
 
 
@@ -30,32 +29,25 @@ def load_server_module():  # server.py sits at the top of the repo, outside the 
 
 
 @contextlib.contextmanager
-def open_session(runtime: str) -> Iterator[Session]:
-    if runtime == "wgpu":
-        session = NativeSession()
-        try:
-            yield session
-        finally:
-            session.close()
-        return
-    if runtime != "chromium":
-        raise ValueError(f"--runtime: unknown runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
-    from playwright.sync_api import sync_playwright
+def open_session(name: str) -> Iterator[Session]:
+    """Launch a runtime (and the server, for browsers) and open one harness session."""
+    rt = runtime(name)
+    reason = rt.missing()
+    if reason:
+        raise RuntimeError(f"{name} is not available: {reason}")
+    with contextlib.ExitStack() as stack:
+        base_url = ""
+        if rt.needs_server:
+            from .build_wheel import build
 
-    from .build_wheel import build
-
-    build(log=lambda _msg: None)
-    server_module = load_server_module()
-    server, base_url = server_module.start_server()
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(**chromium_launch_args())
-            try:
-                yield BrowserSession(browser.new_page(), base_url)
-            finally:
-                browser.close()
-    finally:
-        server_module.stop(server)
+            build(log=lambda _msg: None)
+            server_module = load_server_module()
+            server, base_url = server_module.start_server()
+            stack.callback(server_module.stop, server)
+        handle = stack.enter_context(rt.launch())
+        session = handle.new_session(base_url)
+        stack.callback(handle.close_session, session)
+        yield session
 
 
 def format_line(result: CaseResult) -> str:
@@ -87,12 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict] = []
     failed = 0
     first_result_s = None
-    for runtime in args.runtime.split(","):
-        with open_session(runtime) as session:
+    for runtime_name in parse_runtimes(args.runtime):
+        with open_session(runtime_name) as session:
             adapter = session.call("adapter", {})
             info = adapter["info"]
             print(
-                f"# runtime {runtime}: {info.get('vendor')} {info.get('architecture')} "
+                f"# runtime {runtime_name}: {info.get('vendor')} {info.get('architecture')} "
                 f"{info.get('device') or info.get('description')}".rstrip()
             )
             for case in cases:
@@ -104,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(
                         {
                             "case": case.id,
-                            "runtime": runtime,
+                            "runtime": runtime_name,
                             "passed": False,
                             "error": f"{type(exc).__name__}: {exc}",
                         }
