@@ -17,6 +17,7 @@ import pytest
 from py_harness.host.browsers import chromium_launch_args as default_launch_args
 from py_harness.host.runtimes import RUNTIMES, Launched, parse_runtimes, runtime
 from py_harness.host.sessions import Session
+from py_harness.kernels import VARIANTS, variant
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -24,6 +25,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--runtime",
         default="all",
         help=f"comma-separated WebGPU runtimes: {', '.join(RUNTIMES)} (default: all)",
+    )
+    parser.addoption(
+        "--variant",
+        default="all",
+        help=f"comma-separated kernel variants: {', '.join(VARIANTS)} (default: all)",
     )
 
 
@@ -83,7 +89,17 @@ def harness(request: pytest.FixtureRequest, launched: dict[str, Launched]) -> It
     handle.close_session(session)
 
 
+def selected_variants(config: pytest.Config) -> list[str]:
+    spec = config.getoption("--variant")
+    names = list(VARIANTS) if spec == "all" else [s.strip() for s in spec.split(",")]
+    for name in names:
+        variant(name)  # unknown names fail here, with the known ones listed
+    return names
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "harness" in metafunc.fixturenames:
         names = parse_runtimes(metafunc.config.getoption("--runtime"))
         metafunc.parametrize("harness", names, indirect=True, scope="module")
+    if "variant" in metafunc.fixturenames:
+        metafunc.parametrize("variant", selected_variants(metafunc.config))

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..kernels import DEFAULT_VARIANT, VARIANTS
 from .cases import CASES, SMOKE, Case, by_id
 from .evaluate import CaseResult, evaluate
 from .runtimes import RUNTIMES, parse_runtimes, runtime
@@ -66,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     ap = argparse.ArgumentParser(prog="python -m py_harness check", description=__doc__)
     ap.add_argument("--runtime", default="chromium", help=f"comma-separated: {', '.join(RUNTIMES)}")
+    ap.add_argument(
+        "--variant", default=DEFAULT_VARIANT, help=f"kernel variant: {', '.join(VARIANTS)}"
+    )
     ap.add_argument("--smoke", action="store_true", help="only the fast smoke subset")
     ap.add_argument("--case", action="append", default=[], help="a case id (repeatable)")
     ap.add_argument("--shaders", type=Path, default=SHADER_DIR, help="folder with the .wgsl files")
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             for case in cases:
                 try:
-                    result = evaluate(case, session, sources=sources)
+                    result = evaluate(case, session, sources=sources, variant=args.variant)
                 except Exception as exc:  # a broken case fails alone; the table goes on
                     failed += 1
                     print(f"FAIL {case.id:<40} {type(exc).__name__}: {exc}")

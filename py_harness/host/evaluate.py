@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..config import AttentionConfig, ConfigError, validate
+from ..kernels import DEFAULT_VARIANT
 from . import compare, reference
 from .cases import Case
 from .dropout import dropout_multiplier
@@ -25,6 +26,7 @@ OUTPUTS = ("o", "lse", "dq", "dk", "dv")
 class CaseResult:
     case_id: str
     runtime: str
+    variant: str
     reports: list[compare.Report]
     timings_ms: dict[str, float]
     timing_source: str
@@ -44,6 +46,7 @@ class CaseResult:
         return {
             "case": self.case_id,
             "runtime": self.runtime,
+            "variant": self.variant,
             "passed": self.passed,
             "reports": [r.to_json() for r in self.reports],
             "checks": {k: {"ok": ok, "detail": d} for k, (ok, d) in self.checks.items()},
@@ -116,6 +119,7 @@ def run_on(
     *,
     sources: dict[str, str] | None = None,
     backward_runs: int = 1,
+    variant: str = DEFAULT_VARIANT,
 ) -> dict[str, Any]:
     """Send one case to a session; returns the decoded outputs as arrays plus metadata."""
     validate(cfg)
@@ -129,6 +133,7 @@ def run_on(
         },
         "sources": sources if sources is not None else shader_sources(),
         "backward_runs": backward_runs,
+        "variant": variant,
     }
     reply = session.call("run_case", request)
     shapes = {
@@ -146,11 +151,18 @@ def run_on(
     return reply
 
 
-def evaluate(case: Case, session: Session, *, sources: dict[str, str] | None = None) -> CaseResult:
+def evaluate(
+    case: Case,
+    session: Session,
+    *,
+    sources: dict[str, str] | None = None,
+    variant: str = DEFAULT_VARIANT,
+) -> CaseResult:
     """Run a case and judge O, LSE, dQ, dK, dV by FlashAttention's rule (compare.py)."""
     cfg = case.config()
     x = make_inputs(case)
-    reply = run_on(session, cfg, x, sources=sources, backward_runs=2 if case.repeat_backward else 1)
+    runs = 2 if case.repeat_backward else 1
+    reply = run_on(session, cfg, x, sources=sources, backward_runs=runs, variant=variant)
     ref64 = references(cfg, x, np.float64)
     ref32 = references(cfg, x, np.float32)
     got = reply["arrays"]
@@ -174,6 +186,7 @@ def evaluate(case: Case, session: Session, *, sources: dict[str, str] | None = N
     return CaseResult(
         case.id,
         session.runtime,
+        variant,
         reports,
         reply["timings_ms"],
         reply["timing_source"],
