@@ -1,6 +1,7 @@
-"""`python -m py_harness check`: run the case matrix on a runtime, print a table, write JSON.
+"""`python -m py_harness check`: run the case matrix on each WebGPU runtime, print the
+results, the case x runtime matrix and where runtimes disagree; write JSON and JUnit XML.
 
-Exits non-zero when any case fails.
+Exits non-zero when any case fails (a listed known failure does not; one that passes does).
 """
 
 from __future__ import annotations
@@ -12,17 +13,26 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 from ..kernels import DEFAULT_VARIANT, VARIANTS
-from .cases import CASES, SMOKE, Case, by_id
-from .evaluate import CaseResult, evaluate
+from .cases import CASES, SMOKE, Case, by_id, known_failure
+from .evaluate import evaluate
+from .report import (
+    Outcome,
+    disagreements,
+    format_disagreements,
+    format_line,
+    matrix,
+    outcome,
+    write_junit,
+)
 from .runtimes import RUNTIMES, parse_runtimes, runtime
 from .sessions import ROOT, SHADER_DIR, Session, shader_sources
 
-SHORT = {"o": "O", "lse": "LSE", "dq": "dQ", "dk": "dK", "dv": "dV"}
 
-
-def load_server_module():  # server.py sits at the top of the repo, outside the package
+def load_server_module() -> ModuleType:
+    """server.py sits at the top of the repo, outside the package."""
     spec = importlib.util.spec_from_file_location("harness_server", ROOT / "server.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -33,9 +43,6 @@ def load_server_module():  # server.py sits at the top of the repo, outside the 
 def open_session(name: str) -> Iterator[Session]:
     """Launch a runtime (and the server, for browsers) and open one harness session."""
     rt = runtime(name)
-    reason = rt.missing()
-    if reason:
-        raise RuntimeError(f"{name} is not available: {reason}")
     with contextlib.ExitStack() as stack:
         base_url = ""
         if rt.needs_server:
@@ -51,77 +58,79 @@ def open_session(name: str) -> Iterator[Session]:
         yield session
 
 
-def format_line(result: CaseResult) -> str:
-    cells = []
-    for r in result.reports:
-        cells.append(f"{SHORT[r.name]} {r.max_abs_err:.1e}/{r.bound:.1e} r{r.max_rel_err:.0e}")
-    t = result.timings_ms
-    status = "PASS" if result.passed else "FAIL"
-    return (
-        f"{status} {result.case_id:<40} {'  '.join(cells)}  "
-        f"fwd {t.get('forward_ms', 0):7.1f} ms  bwd {t.get('backward_ms', 0):7.1f} ms"
-    )
+def run_runtime(name: str, cases: tuple[Case, ...], args: argparse.Namespace) -> list[Outcome]:
+    sources = shader_sources(args.shaders)
+    outcomes = []
+    with open_session(name) as session:
+        info = session.call("adapter", {})["info"]
+        args.adapters[name] = info
+        print(f"# {name}: {session.adapter_name()} ({info.get('backend', '')})", flush=True)
+        for case in cases:
+            try:
+                result = evaluate(case, session, sources=sources, variant=args.variant)
+            except Exception as exc:  # a broken case fails alone; the run goes on
+                text = f"{type(exc).__name__}: {exc}"
+                print(f"ERROR {case.id:<38} {text.splitlines()[0]}", flush=True)
+                outcomes.append(Outcome(case.id, name, "error", float("inf"), text))
+                continue
+            if args.first_result_s is None:
+                args.first_result_s = time.perf_counter() - args.t_start
+            o = outcome(result, known_failure(session.adapter_name(), case))
+            print(format_line(result) + ("  (known failure)" if o.status == "known" else ""))
+            if not o.ok:
+                print("      " + o.detail.replace("\n", "\n      "), flush=True)
+            outcomes.append(o)
+    return outcomes
 
 
 def main(argv: list[str] | None = None) -> int:
-    t_start = time.perf_counter()
     ap = argparse.ArgumentParser(prog="python -m py_harness check", description=__doc__)
-    ap.add_argument("--runtime", default="chromium", help=f"comma-separated: {', '.join(RUNTIMES)}")
     ap.add_argument(
-        "--variant", default=DEFAULT_VARIANT, help=f"kernel variant: {', '.join(VARIANTS)}"
+        "--runtime", default="all", help=f"comma-separated: {', '.join(RUNTIMES)} (default: all)"
     )
+    ap.add_argument("--variant", default=DEFAULT_VARIANT, help=f"one of: {', '.join(VARIANTS)}")
     ap.add_argument("--smoke", action="store_true", help="only the fast smoke subset")
     ap.add_argument("--case", action="append", default=[], help="a case id (repeatable)")
     ap.add_argument("--shaders", type=Path, default=SHADER_DIR, help="folder with the .wgsl files")
-    ap.add_argument("--json", type=Path, default=ROOT / "build" / "results.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "build", help="where results.json/.xml go")
     args = ap.parse_args(argv)
+    args.t_start, args.first_result_s, args.adapters = time.perf_counter(), None, {}
 
-    cases: tuple[Case, ...] = SMOKE if args.smoke else CASES
-    if args.case:
-        cases = tuple(by_id(c) for c in args.case)
-    sources = shader_sources(args.shaders)
-    results: list[dict] = []
-    failed = 0
-    first_result_s = None
-    for runtime_name in parse_runtimes(args.runtime):
-        with open_session(runtime_name) as session:
-            adapter = session.call("adapter", {})
-            info = adapter["info"]
-            print(
-                f"# runtime {runtime_name}: {info.get('vendor')} {info.get('architecture')} "
-                f"{info.get('device') or info.get('description')}".rstrip()
-            )
-            for case in cases:
-                try:
-                    result = evaluate(case, session, sources=sources, variant=args.variant)
-                except Exception as exc:  # a broken case fails alone; the table goes on
-                    failed += 1
-                    print(f"FAIL {case.id:<40} {type(exc).__name__}: {exc}")
-                    results.append(
-                        {
-                            "case": case.id,
-                            "runtime": runtime_name,
-                            "passed": False,
-                            "error": f"{type(exc).__name__}: {exc}",
-                        }
-                    )
-                    continue
-                if first_result_s is None:
-                    first_result_s = time.perf_counter() - t_start
-                failed += not result.passed
-                print(format_line(result), flush=True)
-                if not result.passed:
-                    print("     " + result.failures().replace("\n", "\n     "))
-                results.append({**result.to_json(), "adapter": info})
-    total = len(results)
-    wall = time.perf_counter() - t_start
+    cases = tuple(by_id(c) for c in args.case) if args.case else (SMOKE if args.smoke else CASES)
+    runtimes, outcomes = [], []
+    for name in parse_runtimes(args.runtime):
+        reason = runtime(name).missing()
+        if reason:
+            print(f"# {name}: skipped, {reason}")
+            continue
+        runtimes.append(name)
+        outcomes += run_runtime(name, cases, args)
+
+    case_ids = [c.id for c in cases]
+    print("\n# case x runtime: status, worst error / bound (<= 1 passes)")
+    print(matrix(outcomes, runtimes, case_ids))
+    rows = disagreements(outcomes)
+    if len(runtimes) > 1:
+        print("\n# where runtimes disagree most, per case (difference / the rule's bound)")
+        print(format_disagreements(sorted(rows, key=lambda r: -r["ratio_to_bound"])))
+    bad = [o for o in outcomes if not o.ok]
+    wall = time.perf_counter() - args.t_start
     print(
-        f"# {total - failed} passed, {failed} failed; first result after "
-        f"{first_result_s or 0:.1f} s; wall {wall:.1f} s"
+        f"\n# {len(outcomes) - len(bad)} passed, {len(bad)} failed "
+        f"({sum(o.status == 'known' for o in outcomes)} known failures); "
+        f"first result after {args.first_result_s or 0:.1f} s; wall {wall:.1f} s"
     )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
-        json.dumps({"results": results, "wall_s": wall, "first_result_s": first_result_s}, indent=1)
-    )
-    print(f"# results written to {args.json}")
-    return 1 if failed else 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "variant": args.variant,
+        "runtimes": runtimes,
+        "adapters": args.adapters,
+        "results": [o.to_json() for o in outcomes],
+        "disagreements": rows,
+        "wall_s": wall,
+        "first_result_s": args.first_result_s,
+    }
+    (args.out / "results.json").write_text(json.dumps(summary, indent=1))
+    write_junit(args.out / "results.xml", outcomes, runtimes)
+    print(f"# written: {args.out / 'results.json'}, {args.out / 'results.xml'}")
+    return 1 if bad or not outcomes else 0
