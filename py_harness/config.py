@@ -6,6 +6,7 @@ Pure Python: this module runs inside Pyodide (no NumPy there).
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import asdict, dataclass
 
 MAX_HEAD_DIM = 128  # the kernels keep a row in array<vec4<f32>, 32> registers
@@ -190,3 +191,28 @@ def check_input_bytes(cfg: AttentionConfig, tensors: dict[str, bytes]) -> None:
                 f"has {len(data)} bytes; shape wants {elems} float32 values = "
                 f"{elems * F32_BYTES} bytes",
             )
+        check_finite(name, data, allow_neg_inf=name == "mask")
+
+
+def check_finite(name: str, data: bytes, allow_neg_inf: bool = False) -> None:
+    """Refuse NaN and +-Inf (a mask may hold -inf: that is how it masks a key).
+
+    The kernels would turn a NaN into NaN gradients for a whole row, or silently treat it
+    as masked; either way a pass would not mean what it says. fsum runs at C speed and
+    flags any non-finite value; only then does the slow scan look for the first one.
+    """
+    values = array("f")
+    values.frombytes(data)
+    try:
+        total = math.fsum(values)
+        if math.isfinite(total):
+            return
+    except (OverflowError, ValueError):  # overflow, or inf + -inf: scan to be sure
+        pass
+    for i, x in enumerate(values):
+        if math.isnan(x) or (math.isinf(x) and not (allow_neg_inf and x < 0)):
+            raise ConfigError(
+                name,
+                f"holds {x} at flat index {i}; inputs must be finite float32"
+                + (" (-inf is allowed)" if allow_neg_inf else ""),
+            ) from None

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.browser
 )
 def test_case(harness: Session, variant: str, case: Case) -> None:
     result = evaluate(case, harness, variant=variant)
-    known = known_failure(harness.adapter_name(), case)
+    known = known_failure(variant, harness.adapter_name(), case)
     if known and not result.passed:
         pytest.xfail(known)
     assert not known, f"known failure now passes; remove it from KNOWN_FAILURES: {known}"

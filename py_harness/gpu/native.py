@@ -49,6 +49,7 @@ class NativeDevice(Device):
         limits = {spec: device.limits[name] for spec, name in _LIMIT_NAMES.items()}
         super().__init__("wgpu", _adapter_info(info), limits, frozenset(device.features))
         self._device = device
+        self._lost: str | None = None
         # Reading this tiny buffer waits for the queue: wgpu-py 0.32's
         # on_submitted_work_done_sync raises a cffi TypeError (RUNTIMES.md).
         self._fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
@@ -133,7 +134,14 @@ class NativeDevice(Device):
             queries.destroy()
 
     def destroy(self) -> None:
+        # wgpu-py 0.32 does not implement device.lost; record the loss ourselves so the
+        # service replaces the device on the next call, as it does in the browser.
+        self._lost = "destroyed: GPUDevice.destroy() was called"
         self._device.destroy()
+
+    @property
+    def lost(self) -> str | None:
+        return self._lost
 
     def _guard(self, where: str, call: Any) -> Any:
         try:

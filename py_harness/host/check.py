@@ -75,7 +75,7 @@ def run_runtime(name: str, cases: tuple[Case, ...], args: argparse.Namespace) ->
                 continue
             if args.first_result_s is None:
                 args.first_result_s = time.perf_counter() - args.t_start
-            o = outcome(result, known_failure(session.adapter_name(), case))
+            o = outcome(result, known_failure(args.variant, session.adapter_name(), case))
             print(format_line(result) + ("  (known failure)" if o.status == "known" else ""))
             if not o.ok:
                 print("      " + o.detail.replace("\n", "\n      "), flush=True)

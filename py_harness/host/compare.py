@@ -21,6 +21,12 @@ from numpy.typing import ArrayLike
 
 # The factors, in one place (FlashAttention: 2 for the output, 3 for the gradients).
 FACTORS: dict[str, float] = {"o": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0}
+# FlashAttention's overflow test (q x 5, k and v x 3) allows 5x for every output. With
+# logits near 100, exp(s - lse) amplifies the ulp-level difference between the two
+# passes' scores (the seed's dK/dV pass scales K, its dQ pass scales Q); measured on the
+# seed: dV at 1.62x the 3x bound on d32-sq5-sk17-gqa6x2-causal-big, 0.97x of this one.
+# The floor stays ATOL_FLOOR (FlashAttention adds 1e-3 there; we do not).
+OVERFLOW_FACTORS: dict[str, float] = {"o": 5.0, "lse": 5.0, "dq": 5.0, "dk": 5.0, "dv": 5.0}
 
 # Absolute floor added to the bound. It only matters when the float32 baseline is
 # accidentally tiny (e.g. same32 rounds exactly like ref64, or most entries are

@@ -40,15 +40,10 @@ class _PlaywrightBrowser:
         self.runtime = runtime
 
     def new_session(self, base_url: str) -> Session:
-        page = self.browser.new_page()
-        try:
-            return BrowserSession(page, base_url, self.runtime)
-        except BaseException:
-            page.close()
-            raise
+        return BrowserSession(self.browser.new_page, base_url, self.runtime)
 
     def close_session(self, session: Session) -> None:
-        session.page.close()  # type: ignore[attr-defined]
+        session.close()  # type: ignore[attr-defined]
 
 
 class Chromium:
@@ -73,6 +68,25 @@ class Chromium:
                 yield _PlaywrightBrowser(browser, self.name)
             finally:
                 browser.close()
+
+
+class Firefox:
+    """Firefox ESR (wgpu / Naga) over WebDriver BiDi: the same page and Pyodide code."""
+
+    name = "firefox"
+    needs_server = True
+
+    def missing(self) -> str | None:
+        from .firefox import firefox_missing
+
+        return firefox_missing()
+
+    @contextlib.contextmanager
+    def launch(self, **options: Any) -> Iterator[Launched]:
+        from .firefox import launch_firefox
+
+        with launch_firefox() as browser:  # Chromium's launch_args do not apply
+            yield browser
 
 
 class _InProcess:
@@ -102,7 +116,7 @@ class Wgpu:
         yield _InProcess()
 
 
-RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Chromium(), Wgpu())}
+RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Chromium(), Firefox(), Wgpu())}
 
 
 def runtime(name: str) -> Runtime:

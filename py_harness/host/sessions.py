@@ -7,8 +7,11 @@ through the same code path everywhere; only the transport differs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -52,25 +55,79 @@ def shader_sources(directory: Path = SHADER_DIR) -> dict[str, str]:
 
 
 class BrowserSession(_AdapterName):
-    """A loaded harness page (Playwright sync API). `page` must be fresh."""
+    """A harness page in a Playwright browser.
 
-    def __init__(self, page: Any, base_url: str, runtime: str = "chromium") -> None:
+    A page that crashes, or hangs past the per-call timeout, fails that call alone: it is
+    closed, and the next call opens and loads a fresh page.
+    """
+
+    def __init__(
+        self,
+        new_page: Callable[[], Any],
+        base_url: str,
+        runtime: str = "chromium",
+        timeout_s: float = 300.0,
+    ) -> None:
         self.runtime = runtime
-        self.page = page
-        page.goto(base_url + HARNESS_PAGE)
-        status, value, stack = page.evaluate(
-            "() => window.harnessReady.then(() => ['ok', '', null],"
-            " (e) => ['error', String(e && e.message || e), e && e.stack || null])"
-        )
+        self.timeout_s = timeout_s
+        self.pages_opened = 0
+        self._new_page = new_page
+        self._base_url = base_url
+        self._calls = itertools.count()
+        self.page: Any = None
+        self._open()
+
+    def _open(self) -> None:
+        page = self._new_page()
+        self.page, self._crashed = page, False
+        self.pages_opened += 1
+        page.on("crash", lambda _page: setattr(self, "_crashed", True))
+        try:
+            page.goto(self._base_url + HARNESS_PAGE)
+            status, value, stack = page.evaluate(
+                "() => window.harnessReady.then(() => ['ok', '', null],"
+                " (e) => ['error', String(e && e.message || e), e && e.stack || null])"
+            )
+        except Exception:
+            self.close()
+            raise
         if status != "ok":
+            self.close()
             raise PageError("load", value, stack)
         self.load_timings = page.evaluate("() => window.harnessTimings || {}")
 
+    def close(self) -> None:
+        if self.page is not None:
+            with contextlib.suppress(Exception):  # a crashed page may not answer
+                self.page.close()
+            self.page = None
+
     def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
-        status, value, stack = self.page.evaluate(
-            "([entry, request]) => window.runHarness(entry, request)",
-            [entry, json.dumps(request)],
-        )
+        from playwright.sync_api import Error as PlaywrightError
+
+        if self.page is None or self._crashed:
+            self.close()
+            self._open()
+        call_id = next(self._calls)
+        try:
+            # Start the call, then wait for its result with a timeout that Playwright
+            # enforces from outside the page, so a page stuck in a loop cannot hang us.
+            self.page.evaluate(
+                "([id, entry, request]) => { (window.__calls ||= {})[id] = null;"
+                " window.runHarness(entry, request).then((r) => { window.__calls[id] = r; }); }",
+                [call_id, entry, json.dumps(request)],
+            )
+            handle = self.page.wait_for_function(
+                "(id) => window.__calls[id]", arg=call_id, timeout=self.timeout_s * 1e3, polling=20
+            )
+            status, value, stack = handle.json_value()
+            self.page.evaluate("(id) => { delete window.__calls[id]; }", call_id)
+        except PlaywrightError as exc:
+            what = "crashed" if self._crashed else "did not answer"
+            if "Timeout" in type(exc).__name__:
+                what = f"did not answer within {self.timeout_s:g} s"
+            self.close()  # the next call gets a fresh page
+            raise PageError(entry, f"the page {what}: {exc}", None) from None
         if status != "ok":
             raise PageError(entry, value, stack)
         return json.loads(value)
