@@ -50,10 +50,18 @@ class Variant:
     forward: Kernel
     backward: tuple[Kernel, ...]  # dispatched in order, one compute pass each
     required_limits: dict[str, int] = field(default_factory=dict)
+    # Specialisations by head_dim, smallest bound first: a run with head_dim <= bound
+    # dispatches that variant's kernels instead of this one's (e.g. tiles sized for
+    # head_dim 64). They compile with this variant and must fit its required_limits.
+    by_head_dim: tuple[tuple[int, Variant], ...] = ()
+
+    def for_head_dim(self, head_dim: int) -> Variant:
+        return next((v for bound, v in self.by_head_dim if head_dim <= bound), self)
 
     @property
     def kernels(self) -> tuple[Kernel, ...]:
-        return (self.forward, *self.backward)
+        own = (self.forward, *self.backward)
+        return own + tuple(k for _, v in self.by_head_dim for k in v.kernels)
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -121,7 +129,60 @@ SEED = Variant(
     },
 )
 
-VARIANTS: dict[str, Variant] = {v.name: v for v in (SEED,)}
+
+def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> Variant:
+    """The register-tiled kernels (shaders/fa2_fast_*.wgsl) with tiles for head_dim <= 64 or
+    <= 128: 64 x 64 score tiles in 4 x 4 blocks per invocation, 256 invocations."""
+    base = (FORWARD_FILE, f"fa2_fast_d{head_dim}.wgsl", "fa2_fast_common.wgsl")
+    fwd, bwd = (*base, "fa2_fast_forward.wgsl"), (*base, "fa2_fast_backward.wgsl")
+    pm = {8: ("params", UNIFORM), 9: ("mask", RO)}
+    qkv = {0: ("q", RO), 1: ("k", RO), 2: ("v", RO)}
+    return Variant(
+        name="fast",
+        description="register-tiled forward; backward from the forward's LSE: Delta pass, "
+        "dQ pass, dK/dV pass (no atomics)",
+        forward=Kernel(
+            "fa2f_fwd", fwd, {**qkv, 3: ("o", RW), 4: ("lse", RW), **pm}, "seq_q", "num_heads", 64
+        ),
+        backward=(
+            Kernel(
+                "fa2f_bwd_pre",
+                bwd,
+                {3: ("o", RO), 4: ("d_out", RO), 8: pm[8], 10: ("stats", RW), 11: ("lse", RO)},
+                "seq_q",
+                "num_heads",
+                256,
+            ),
+            Kernel(
+                "fa2f_bwd_dq",
+                bwd,
+                {**qkv, 4: ("d_out", RO), 5: ("dq", RW), **pm, 10: ("stats", RO)},
+                "seq_q",
+                "num_heads",
+                64,
+            ),
+            Kernel(
+                "fa2f_bwd_dk_dv",
+                bwd,
+                {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RO)},
+                "seq_k",
+                "kv_heads",
+                64,
+            ),
+        ),
+        required_limits={
+            "maxStorageBuffersPerShaderStage": 8,
+            "maxComputeWorkgroupStorageSize": 31744,  # fa2_fast_common.wgsl
+            "maxComputeInvocationsPerWorkgroup": 256,
+            "maxComputeWorkgroupSizeX": 256,
+        },
+        by_head_dim=by_head_dim,
+    )
+
+
+FAST = _fast(128, by_head_dim=((64, _fast(64)),))
+
+VARIANTS: dict[str, Variant] = {v.name: v for v in (SEED, FAST)}
 DEFAULT_VARIANT = "seed"
 ALL_SHADER_FILES = tuple(dict.fromkeys(f for v in VARIANTS.values() for f in v.files))
 

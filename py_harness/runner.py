@@ -29,12 +29,15 @@ class AttentionRunner:
     def __init__(self, device: Device, sources: dict[str, str], variant: Variant = SEED) -> None:
         self.device = device
         self.variant = variant
+        # Keyed by entry point and files: a variant's head_dim specialisations share entry
+        # point names.
         self.modules = {
-            k.entry_point: shaders.compose(k.entry_point, k.files, sources) for k in variant.kernels
+            (k.entry_point, k.files): shaders.compose(k.entry_point, k.files, sources)
+            for k in variant.kernels
         }
 
     async def pipeline(self, kernel: Kernel) -> Pipeline:
-        module = self.modules[kernel.entry_point]
+        module = self.modules[(kernel.entry_point, kernel.files)]
         return await self.device.compute_pipeline(module, kernel.entry_point, kernel.layout)
 
     def check_limits(self) -> None:
@@ -93,13 +96,14 @@ class AttentionRunner:
                 bufs[name] = dev.create_buffer(4 * elems, ("STORAGE", "COPY_SRC"), name)
             await dev.pop_error_scopes("buffers")
 
-            fwd_ms = await self._dispatch(cfg, (self.variant.forward,), bufs)
+            chosen = self.variant.for_head_dim(cfg.head_dim)
+            fwd_ms = await self._dispatch(cfg, (chosen.forward,), bufs)
             timings["forward_ms"] = fwd_ms
             outputs = {n: await dev.read_buffer(bufs[n]) for n in ("o", "lse")}
             digests: list[str] = []
             if backward:
                 for run in range(backward_runs):
-                    ms = await self._dispatch(cfg, self.variant.backward, bufs)
+                    ms = await self._dispatch(cfg, chosen.backward, bufs)
                     grads = {n: await dev.read_buffer(bufs[n]) for n in GRADIENTS}
                     digests.append(_digest(grads))
                     if run == 0:

@@ -1,0 +1,214 @@
+// ============================================================================
+// FLASH ATTENTION V2, register-tiled ("fast" variant) - backward pass
+// ============================================================================
+// Module: flash_attention_v2.wgsl, fa2_fast_d64/d128.wgsl, fa2_fast_common.wgsl, this.
+// Uses the forward's LSE instead of recomputing it. Three passes, no atomics, so every
+// run gives the same bits:
+// 1. fa2f_bwd_pre: stats[row] = [Delta, LSE], Delta = dO . O (O and LSE of the forward).
+// 2. fa2f_bwd_dq: per 64 queries, per key tile: S = (scale Q) K^T, dP = dO V^T,
+//    dS = P (M dP - Delta) with P = exp(S - LSE), then dQ += scale dS K.
+// 3. fa2f_bwd_dk_dv: per 64 keys, per query head of the group and query tile:
+//    S^T = K (scale Q)^T, dP^T = V dO^T, then dV += (P M)^T dO and dK += dS^T (scale Q).
+// Both passes stage Q scaled (as the forward does) and sum the same products in the same
+// order, so S, hence P = exp(S - LSE), equals the forward's to the bit: with large logits
+// any difference would be amplified by exp.
+@group(0) @binding(0) var<storage, read> ffb_q: array<f32>;
+@group(0) @binding(1) var<storage, read> ffb_k: array<f32>;
+@group(0) @binding(2) var<storage, read> ffb_v: array<f32>;
+@group(0) @binding(3) var<storage, read> ffb_o: array<f32>;
+@group(0) @binding(4) var<storage, read> ffb_do: array<f32>;
+@group(0) @binding(5) var<storage, read_write> ffb_dq: array<f32>;
+@group(0) @binding(6) var<storage, read_write> ffb_dk: array<f32>;
+@group(0) @binding(7) var<storage, read_write> ffb_dv: array<f32>;
+// Per (batch, head, query) row: [Delta, LSE]. Written by pass 1, read by 2 and 3 (two
+// views of one binding; no entry point uses both).
+@group(0) @binding(10) var<storage, read_write> ffb_stats_out: array<vec2<f32>>;
+@group(0) @binding(10) var<storage, read> ffb_stats: array<vec2<f32>>;
+@group(0) @binding(11) var<storage, read> ffb_lse: array<f32>;
+
+fn ff_load4(buf: u32, i: u32, n: u32) -> vec4<f32> {
+var r: vec4<f32>;
+switch buf {
+case FF_Q: { r = vec4<f32>(ffb_q[i], ffb_q[i + 1u], ffb_q[i + 2u], ffb_q[i + 3u]); }
+case FF_K: { r = vec4<f32>(ffb_k[i], ffb_k[i + 1u], ffb_k[i + 2u], ffb_k[i + 3u]); }
+case FF_V: { r = vec4<f32>(ffb_v[i], ffb_v[i + 1u], ffb_v[i + 2u], ffb_v[i + 3u]); }
+default: { r = vec4<f32>(ffb_do[i], ffb_do[i + 1u], ffb_do[i + 2u], ffb_do[i + 3u]); }
+}
+return ff_pick(r, n);
+}
+
+// Dispatch: (1, ceil(seq_q / 256), batch * num_heads); one query row per invocation.
+@compute @workgroup_size(256)
+fn fa2f_bwd_pre(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+let p = ff_params;
+let b = wg.z / p.num_heads;
+let h = wg.z % p.num_heads;
+let qi = wg.y * 256u + lid;
+if (qi >= p.seq_q) { return; }
+let base = ((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim;
+var acc = vec4<f32>(0.0);
+for (var c = 0u; c < p.head_dim; c += 4u) {
+let i = base + c;
+let g = ff_pick(vec4<f32>(ffb_do[i], ffb_do[i + 1u], ffb_do[i + 2u], ffb_do[i + 3u]), p.head_dim - c);
+acc = fma(g, vec4<f32>(ffb_o[i], ffb_o[i + 1u], ffb_o[i + 2u], ffb_o[i + 3u]), acc);
+}
+let row = (b * p.num_heads + h) * p.seq_q + qi;
+ffb_stats_out[row] = vec2<f32>((acc.x + acc.y) + (acc.z + acc.w), ffb_lse[row]);
+}
+
+// [Delta, LSE] of query qi; a query past the end gets an empty row's (P = 0).
+fn ffb_stat(bh: u32, qi: u32) -> vec2<f32> {
+if (qi >= ff_params.seq_q) { return vec2<f32>(0.0, FF_EMPTY_LSE); }
+return ffb_stats[bh * ff_params.seq_q + qi];
+}
+// [P M, P (M dP - Delta)] of (qi, kj), zero where masked; st = [Delta, LSE] of qi.
+// chk: the tile is not known to be fully visible and unmasked.
+fn ffb_grad(s: f32, dp: f32, st: vec2<f32>, b: u32, h: u32, bh: u32, qi: u32, kj: u32, chk: bool) -> vec2<f32> {
+var x = s;
+if (chk) {
+x = ff_masked(s, b, h, qi, kj);
+if (x <= FF_MASKED) { return vec2<f32>(0.0); }
+}
+let pij = exp(x - st.y);
+let mij = dropout_scale(ff_params.dropout_prob, ff_params.seed, bh, qi, kj);
+return vec2<f32>(pij * mij, pij * (mij * dp - st.x));
+}
+
+// ---- pass 2: dQ ----
+// scale dS of row qi for keys kc + 16 j.
+fn ffb_dq_row(s: vec4<f32>, dp: vec4<f32>, st: vec2<f32>, b: u32, h: u32, bh: u32, qi: u32, kc: u32, chk: bool) -> vec4<f32> {
+let ds = vec4<f32>(ffb_grad(s.x, dp.x, st, b, h, bh, qi, kc, chk).y, ffb_grad(s.y, dp.y, st, b, h, bh, qi, kc + 16u, chk).y, ffb_grad(s.z, dp.z, st, b, h, bh, qi, kc + 32u, chk).y, ffb_grad(s.w, dp.w, st, b, h, bh, qi, kc + 48u, chk).y);
+return ds * ff_params.scale;
+}
+fn ffb_put_dq(base: u32, c: u32, v: vec4<f32>) {
+let d = ff_params.head_dim;
+if (c < d) { ffb_dq[base + c] = v.x; }
+if (c + 1u < d) { ffb_dq[base + c + 1u] = v.y; }
+if (c + 2u < d) { ffb_dq[base + c + 2u] = v.z; }
+if (c + 3u < d) { ffb_dq[base + c + 3u] = v.w; }
+}
+fn ffb_store_dq(t: vec2<u32>, b: u32, h: u32, qi: u32, lo: vec4<f32>, hi: vec4<f32>) {
+let p = ff_params;
+if (qi >= p.seq_q) { return; }
+let base = ((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim;
+ffb_put_dq(base, t.x * 4u, lo);
+if (FF_NCOL > 1u) { ffb_put_dq(base, 64u + t.x * 4u, hi); }
+}
+
+// Dispatch: (1, ceil(seq_q / 64), batch * num_heads)
+@compute @workgroup_size(256)
+fn fa2f_bwd_dq(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+let p = ff_params;
+let t = ff_tid(lid);
+let b = wg.z / p.num_heads;
+let h = wg.z % p.num_heads;
+let kvh = h / (p.num_heads / p.num_kv_heads);
+let bh = b * p.num_heads + h;
+let q0 = wg.y * FF_BR;
+let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
+let dos = ff_q_rows(FF_DO, b, h, q0, 1.0);
+let rows = vec4<u32>(q0 + t.y, q0 + t.y + 16u, q0 + t.y + 32u, q0 + t.y + 48u);
+let st0 = ffb_stat(bh, rows.x);
+let st1 = ffb_stat(bh, rows.y);
+let st2 = ffb_stat(bh, rows.z);
+let st3 = ffb_stat(bh, rows.w);
+let range = ff_key_range(q0, min(q0 + FF_BR, p.seq_q) - 1u);
+var acc = FfAcc();
+for (var k0 = range.x; k0 < range.y; k0 += FF_BC) {
+let ks = ff_kv_rows(FF_K, b, kvh, k0, 1.0);
+let s = ff_score_tile(lid, t, qs, ks);
+let dp = ff_score_tile(lid, t, dos, ff_kv_rows(FF_V, b, kvh, k0, 1.0));
+let chk = !ff_all_visible(q0, FF_BR, k0, FF_BC);
+let kc = k0 + t.x;
+ff_put_p(t, mat4x4<f32>(ffb_dq_row(s[0], dp[0], st0, b, h, bh, rows.x, kc, chk), ffb_dq_row(s[1], dp[1], st1, b, h, bh, rows.y, kc, chk), ffb_dq_row(s[2], dp[2], st2, b, h, bh, rows.z, kc, chk), ffb_dq_row(s[3], dp[3], st3, b, h, bh, rows.w, kc, chk)));
+workgroupBarrier();
+acc = ff_pv_tile(lid, t, acc, ks);
+}
+ffb_store_dq(t, b, h, rows.x, acc.lo[0], acc.hi[0]);
+ffb_store_dq(t, b, h, rows.y, acc.lo[1], acc.hi[1]);
+ffb_store_dq(t, b, h, rows.z, acc.lo[2], acc.hi[2]);
+ffb_store_dq(t, b, h, rows.w, acc.lo[3], acc.hi[3]);
+}
+
+// ---- pass 3: dK, dV ----
+// Key kj's [P M, dS] for queries qc + 16 j; st: [Delta, LSE] of those queries.
+struct FfbRow {
+pm: vec4<f32>,
+ds: vec4<f32>,
+};
+fn ffb_kv_row(s: vec4<f32>, dp: vec4<f32>, st: mat4x2<f32>, b: u32, h: u32, bh: u32, kj: u32, qc: u32, chk: bool) -> FfbRow {
+let g0 = ffb_grad(s.x, dp.x, st[0], b, h, bh, qc, kj, chk);
+let g1 = ffb_grad(s.y, dp.y, st[1], b, h, bh, qc + 16u, kj, chk);
+let g2 = ffb_grad(s.z, dp.z, st[2], b, h, bh, qc + 32u, kj, chk);
+let g3 = ffb_grad(s.w, dp.w, st[3], b, h, bh, qc + 48u, kj, chk);
+return FfbRow(vec4<f32>(g0.x, g1.x, g2.x, g3.x), vec4<f32>(g0.y, g1.y, g2.y, g3.y));
+}
+fn ffb_put_dk(base: u32, c: u32, v: vec4<f32>) {
+let d = ff_params.head_dim;
+if (c < d) { ffb_dk[base + c] = v.x; }
+if (c + 1u < d) { ffb_dk[base + c + 1u] = v.y; }
+if (c + 2u < d) { ffb_dk[base + c + 2u] = v.z; }
+if (c + 3u < d) { ffb_dk[base + c + 3u] = v.w; }
+}
+fn ffb_put_dv(base: u32, c: u32, v: vec4<f32>) {
+let d = ff_params.head_dim;
+if (c < d) { ffb_dv[base + c] = v.x; }
+if (c + 1u < d) { ffb_dv[base + c + 1u] = v.y; }
+if (c + 2u < d) { ffb_dv[base + c + 2u] = v.z; }
+if (c + 3u < d) { ffb_dv[base + c + 3u] = v.w; }
+}
+fn ffb_store_kv(t: vec2<u32>, b: u32, kvh: u32, kj: u32, dk_lo: vec4<f32>, dk_hi: vec4<f32>, dv_lo: vec4<f32>, dv_hi: vec4<f32>) {
+let p = ff_params;
+if (kj >= p.seq_k) { return; }
+let base = ((b * p.seq_k + kj) * p.num_kv_heads + kvh) * p.head_dim;
+ffb_put_dk(base, t.x * 4u, dk_lo);
+ffb_put_dv(base, t.x * 4u, dv_lo);
+if (FF_NCOL > 1u) {
+ffb_put_dk(base, 64u + t.x * 4u, dk_hi);
+ffb_put_dv(base, 64u + t.x * 4u, dv_hi);
+}
+}
+
+// Dispatch: (1, ceil(seq_k / 64), batch * num_kv_heads)
+@compute @workgroup_size(256)
+fn fa2f_bwd_dk_dv(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+let p = ff_params;
+let t = ff_tid(lid);
+let b = wg.z / p.num_kv_heads;
+let kvh = wg.z % p.num_kv_heads;
+let group = p.num_heads / p.num_kv_heads;
+let k0 = wg.y * FF_BR;
+let ks = ff_kv_rows(FF_K, b, kvh, k0, 1.0);
+let vs = ff_kv_rows(FF_V, b, kvh, k0, 1.0);
+let keys = vec4<u32>(k0 + t.y, k0 + t.y + 16u, k0 + t.y + 32u, k0 + t.y + 48u);
+let range = ff_query_range(k0, min(k0 + FF_BR, p.seq_k) - 1u);
+var dk = FfAcc();
+var dv = FfAcc();
+for (var g = 0u; g < group; g++) {
+let h = kvh * group + g;
+let bh = b * p.num_heads + h;
+for (var q0 = range.x; q0 < range.y; q0 += FF_BC) {
+let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
+let dos = ff_q_rows(FF_DO, b, h, q0, 1.0);
+let s = ff_score_tile(lid, t, ks, qs);
+let dp = ff_score_tile(lid, t, vs, dos);
+let qc = q0 + t.x;
+let st = mat4x2<f32>(ffb_stat(bh, qc), ffb_stat(bh, qc + 16u), ffb_stat(bh, qc + 32u), ffb_stat(bh, qc + 48u));
+let chk = !ff_all_visible(q0, FF_BC, k0, FF_BR);
+let r0 = ffb_kv_row(s[0], dp[0], st, b, h, bh, keys.x, qc, chk);
+let r1 = ffb_kv_row(s[1], dp[1], st, b, h, bh, keys.y, qc, chk);
+let r2 = ffb_kv_row(s[2], dp[2], st, b, h, bh, keys.z, qc, chk);
+let r3 = ffb_kv_row(s[3], dp[3], st, b, h, bh, keys.w, qc, chk);
+ff_put_p(t, mat4x4<f32>(r0.pm, r1.pm, r2.pm, r3.pm));
+workgroupBarrier();
+dv = ff_pv_tile(lid, t, dv, dos);
+ff_put_p(t, mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds));
+workgroupBarrier();
+dk = ff_pv_tile(lid, t, dk, qs);
+}
+}
+ffb_store_kv(t, b, kvh, keys.x, dk.lo[0], dk.hi[0], dv.lo[0], dv.hi[0]);
+ffb_store_kv(t, b, kvh, keys.y, dk.lo[1], dk.hi[1], dv.lo[1], dv.hi[1]);
+ffb_store_kv(t, b, kvh, keys.z, dk.lo[2], dk.hi[2], dv.lo[2], dv.hi[2]);
+ffb_store_kv(t, b, kvh, keys.w, dk.lo[3], dk.hi[3], dv.lo[3], dv.hi[3]);
+}

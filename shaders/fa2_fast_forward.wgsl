@@ -1,0 +1,100 @@
+// ============================================================================
+// FLASH ATTENTION V2, register-tiled ("fast" variant) - forward pass
+// ============================================================================
+// Module: flash_attention_v2.wgsl, fa2_fast_d64/d128.wgsl, fa2_fast_common.wgsl, this.
+// Writes O and LSE exactly as flash_fwd does (same layout, masking, empty rows).
+// Per key tile of 64: S = (scale Q) K^T in 4x4 register blocks; the row max over the
+// tile through ff_red; P = exp(S - m) into ff_p; O += P V. The running sum l stays a
+// per-invocation partial (all invocations of a row share m, so partials add up) and is
+// reduced once at the end.
+@group(0) @binding(0) var<storage, read> ffw_q: array<f32>;
+@group(0) @binding(1) var<storage, read> ffw_k: array<f32>;
+@group(0) @binding(2) var<storage, read> ffw_v: array<f32>;
+@group(0) @binding(3) var<storage, read_write> ffw_out: array<f32>;
+@group(0) @binding(4) var<storage, read_write> ffw_lse: array<f32>;
+
+fn ff_load4(buf: u32, i: u32, n: u32) -> vec4<f32> {
+var r: vec4<f32>;
+switch buf {
+case FF_Q: { r = vec4<f32>(ffw_q[i], ffw_q[i + 1u], ffw_q[i + 2u], ffw_q[i + 3u]); }
+case FF_K: { r = vec4<f32>(ffw_k[i], ffw_k[i + 1u], ffw_k[i + 2u], ffw_k[i + 3u]); }
+default: { r = vec4<f32>(ffw_v[i], ffw_v[i + 1u], ffw_v[i + 2u], ffw_v[i + 3u]); }
+}
+return ff_pick(r, n);
+}
+// Row qi's scores for keys kc, kc + 16, kc + 32, kc + 48, masked ones -> FF_OUT.
+fn ffw_mask_row(s: vec4<f32>, b: u32, h: u32, qi: u32, kc: u32) -> vec4<f32> {
+return vec4<f32>(ff_masked(s.x, b, h, qi, kc), ff_masked(s.y, b, h, qi, kc + 16u), ff_masked(s.z, b, h, qi, kc + 32u), ff_masked(s.w, b, h, qi, kc + 48u));
+}
+fn ffw_keep_row(bh: u32, qi: u32, kc: u32) -> vec4<f32> {
+let p = ff_params;
+return vec4<f32>(dropout_scale(p.dropout_prob, p.seed, bh, qi, kc), dropout_scale(p.dropout_prob, p.seed, bh, qi, kc + 16u), dropout_scale(p.dropout_prob, p.seed, bh, qi, kc + 32u), dropout_scale(p.dropout_prob, p.seed, bh, qi, kc + 48u));
+}
+fn ffw_sum4(v: vec4<f32>) -> f32 {
+return (v.x + v.y) + (v.z + v.w);
+}
+fn ffw_put4(base: u32, c: u32, v: vec4<f32>) {
+let d = ff_params.head_dim;
+if (c < d) { ffw_out[base + c] = v.x; }
+if (c + 1u < d) { ffw_out[base + c + 1u] = v.y; }
+if (c + 2u < d) { ffw_out[base + c + 2u] = v.z; }
+if (c + 3u < d) { ffw_out[base + c + 3u] = v.w; }
+}
+fn ffw_store_row(t: vec2<u32>, b: u32, h: u32, qi: u32, lo: vec4<f32>, hi: vec4<f32>, lse: f32) {
+let p = ff_params;
+if (qi >= p.seq_q) { return; }
+let base = ((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim;
+ffw_put4(base, t.x * 4u, lo);
+if (FF_NCOL > 1u) { ffw_put4(base, 64u + t.x * 4u, hi); }
+if (t.x == 0u) { ffw_lse[(b * p.num_heads + h) * p.seq_q + qi] = lse; }
+}
+
+// Dispatch: (1, ceil(seq_q / 64), batch * num_heads)
+@compute @workgroup_size(256)
+fn fa2f_fwd(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+let p = ff_params;
+let t = ff_tid(lid);
+let b = wg.z / p.num_heads;
+let h = wg.z % p.num_heads;
+let kvh = h / (p.num_heads / p.num_kv_heads);
+let bh = b * p.num_heads + h;
+let q0 = wg.y * FF_BR;
+// Q is scaled before the dot product (as flash_fwd does); the backward passes stage it
+// the same way and sum in the same order, so their scores equal these to the bit.
+let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
+let rows = vec4<u32>(q0 + t.y, q0 + t.y + 16u, q0 + t.y + 32u, q0 + t.y + 48u);
+let range = ff_key_range(q0, min(q0 + FF_BR, p.seq_q) - 1u);
+var m = vec4<f32>(FF_MASKED);
+var l = vec4<f32>(0.0);
+var o = FfAcc();
+for (var k0 = range.x; k0 < range.y; k0 += FF_BC) {
+var s = ff_score_tile(lid, t, qs, ff_kv_rows(FF_K, b, kvh, k0, 1.0));
+let kc = k0 + t.x;
+if (!ff_all_visible(q0, FF_BR, k0, FF_BC)) {
+s = mat4x4<f32>(ffw_mask_row(s[0], b, h, rows.x, kc), ffw_mask_row(s[1], b, h, rows.y, kc), ffw_mask_row(s[2], b, h, rows.z, kc), ffw_mask_row(s[3], b, h, rows.w, kc));
+}
+let m_new = max(m, ff_row_max(t, vec4<f32>(ff_max4(s[0]), ff_max4(s[1]), ff_max4(s[2]), ff_max4(s[3]))));
+let corr = exp(m - m_new);
+s = mat4x4<f32>(exp(s[0] - m_new.x), exp(s[1] - m_new.y), exp(s[2] - m_new.z), exp(s[3] - m_new.w));
+// The softmax denominator counts every weight; dropout only changes what reaches O.
+l = l * corr + vec4<f32>(ffw_sum4(s[0]), ffw_sum4(s[1]), ffw_sum4(s[2]), ffw_sum4(s[3]));
+if (p.dropout_prob > 0.0) {
+s = mat4x4<f32>(s[0] * ffw_keep_row(bh, rows.x, kc), s[1] * ffw_keep_row(bh, rows.y, kc), s[2] * ffw_keep_row(bh, rows.z, kc), s[3] * ffw_keep_row(bh, rows.w, kc));
+}
+ff_put_p(t, s);
+o.lo = mat4x4<f32>(o.lo[0] * corr.x, o.lo[1] * corr.y, o.lo[2] * corr.z, o.lo[3] * corr.w);
+o.hi = mat4x4<f32>(o.hi[0] * corr.x, o.hi[1] * corr.y, o.hi[2] * corr.z, o.hi[3] * corr.w);
+m = m_new;
+workgroupBarrier();
+o = ff_pv_tile(lid, t, o, ff_kv_rows(FF_V, b, kvh, k0, 1.0));
+}
+let lt = ff_row_sum(t, l);
+// A row with no unmasked key: O = 0, LSE = FF_EMPTY_LSE.
+let some = lt > vec4<f32>(0.0);
+let inv = select(vec4<f32>(0.0), 1.0 / lt, some);
+let lse = select(vec4<f32>(FF_EMPTY_LSE), m + log(lt), some);
+ffw_store_row(t, b, h, rows.x, o.lo[0] * inv.x, o.hi[0] * inv.x, lse.x);
+ffw_store_row(t, b, h, rows.y, o.lo[1] * inv.y, o.hi[1] * inv.y, lse.y);
+ffw_store_row(t, b, h, rows.z, o.lo[2] * inv.z, o.hi[2] * inv.z, lse.z);
+ffw_store_row(t, b, h, rows.w, o.lo[3] * inv.w, o.hi[3] * inv.w, lse.w);
+}
