@@ -2,8 +2,11 @@
 
 Routes: /web/ -> web/, /shaders/ -> shaders/, /pyodide/ -> node_modules/pyodide/,
 /dist/ -> build/dist/ (wheel + pyodide-lock.json); / redirects to /web/index.html.
+/api/ is the demo page's NumPy side (py_harness/host/api.py, imported on first use so that
+this module stays standard-library only); POST bodies over --max-body-mb get a 413.
 
     python server.py [--host 127.0.0.1] [--port 8000] [--verbose] [--skip-build]
+                     [--max-body-mb 64]
 
 Serve on 127.0.0.1 or localhost: browsers expose navigator.gpu only in a secure context.
 Tests use ``start_server()`` / ``stop()``.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import mimetypes
 import os
 import shutil
@@ -51,6 +55,10 @@ MIME_TYPES = {
 # pyodide/ is pinned by package-lock.json; a day (not "immutable") so a version bump still lands.
 CACHE_CONTROL = {"pyodide": "public, max-age=86400"}
 NO_STORE = "no-store"
+# The demo's judge request carries inputs and outputs as base64 (8 tensors of B*S*H*D f32):
+# 64 MiB fits e.g. B1 H8 Sq=Sk=2048 D64 (43 MiB) with room to spare, and stops a stray
+# upload from filling memory. The page reads the limit from /api/info and refuses bigger.
+DEFAULT_MAX_BODY = 64 * 2**20
 
 
 def content_type(path: Path) -> str:
@@ -61,12 +69,19 @@ def content_type(path: Path) -> str:
 class HarnessServer(ThreadingHTTPServer):
     daemon_threads = True  # a hung browser connection must not block shutdown
 
-    def __init__(self, address: tuple[str, int], routes: dict[str, Path], verbose: bool) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        routes: dict[str, Path],
+        verbose: bool,
+        max_body: int = DEFAULT_MAX_BODY,
+    ) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         # Resolve once: containment checks compare real paths (symlinks followed).
         self.routes = {name: Path(p).resolve() for name, p in routes.items()}
         self.verbose = verbose
+        self.max_body = max_body
         super().__init__(address, HarnessHandler)
 
 
@@ -80,6 +95,53 @@ class HarnessHandler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._serve(send_body=False)
 
+    def do_POST(self) -> None:
+        if not self.path.startswith("/api/"):
+            self.send_error(HTTPStatus.METHOD_NOT_ALLOWED)
+            return
+        length = self.headers.get("Content-Length", "")
+        if not length.isdigit():  # chunked or missing: refuse rather than read unbounded
+            self.close_connection = True
+            self._send_json(HTTPStatus.LENGTH_REQUIRED, "POST needs a Content-Length header")
+            return
+        if int(length) > self.server.max_body:
+            # Answer without reading the body, and close: the rest of it is never read.
+            self.close_connection = True
+            self._send_json(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                f"request body is {int(length)} bytes; this server accepts at most "
+                f"{self.server.max_body} (start it with python server.py --max-body-mb N)",
+            )
+            return
+        self._api("POST", self.rfile.read(int(length)))
+
+    def _api(self, method: str, body: bytes) -> None:
+        path, _, query = self.path.partition("?")
+        try:
+            from py_harness.host import api  # NumPy: only the demo's endpoints need it
+        except ImportError as exc:
+            self._send_json(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                f"/api/ needs NumPy and py_harness on the server's Python: {exc!r}",
+            )
+            return
+        status, ctype, payload = api.handle(
+            method, path, query, body, max_body=self.server.max_body
+        )
+        self._send_bytes(status, ctype, payload)
+
+    def _send_json(self, status: HTTPStatus, error: str) -> None:
+        self._send_bytes(status, "application/json", json.dumps({"error": error}).encode())
+
+    def _send_bytes(self, status: int, ctype: str, payload: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", NO_STORE)
+        self.end_headers()
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(payload)
+
     def log_message(self, format: str, *args: object) -> None:
         if self.server.verbose:
             super().log_message(format, *args)
@@ -89,6 +151,9 @@ class HarnessHandler(BaseHTTPRequestHandler):
         raw = self.path.split("?", 1)[0].split("#", 1)[0]
         if raw == "/":
             self._redirect("/web/index.html")
+            return
+        if raw.startswith("/api/") and send_body:
+            self._api("GET", b"")
             return
         status, route, target = self._resolve(raw)
         if target is None:
@@ -152,9 +217,10 @@ def start_server(
     *,
     routes: dict[str, Path] | None = None,
     verbose: bool = False,
+    max_body: int = DEFAULT_MAX_BODY,
 ) -> tuple[HarnessServer, str]:
     """Serve in a daemon thread; port 0 picks a free port. Returns (server, base_url)."""
-    server = HarnessServer((host, port), routes or DEFAULT_ROUTES, verbose)
+    server = HarnessServer((host, port), routes or DEFAULT_ROUTES, verbose, max_body)
     # Short poll interval: stop() (shutdown) returns within 50 ms instead of 0.5 s.
     threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -192,6 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000, help="0 = any free port")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     parser.add_argument("--skip-build", action="store_true", help="serve build/dist/ as it is")
+    parser.add_argument(
+        "--max-body-mb",
+        type=float,
+        default=DEFAULT_MAX_BODY / 2**20,
+        help="largest POST body accepted by /api/ (MiB; larger gets 413)",
+    )
     args = parser.parse_args(argv)
 
     if not args.skip_build and not _ensure_built():
@@ -207,12 +279,13 @@ def main(argv: list[str] | None = None) -> int:
             "navigator.gpu needs a secure context (open http://127.0.0.1 or localhost).",
             file=sys.stderr,
         )
-    server = HarnessServer((args.host, args.port), DEFAULT_ROUTES, args.verbose)
+    max_body = int(args.max_body_mb * 2**20)
+    server = HarnessServer((args.host, args.port), DEFAULT_ROUTES, args.verbose, max_body)
     url = _base_url(args.host, server.server_address[1])
     # A wildcard bind is not a URL a browser can use; point at loopback (a secure context).
     if args.host in ("0.0.0.0", "::", ""):
         url = _base_url("127.0.0.1", server.server_address[1])
-    print(f"Serving on {url}/  (harness: {url}/web/harness.html)", flush=True)
+    print(f"Serving on {url}/  (demo page; test page: {url}/web/harness.html)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

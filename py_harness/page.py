@@ -14,5 +14,6 @@ _service = HarnessService(browser.request_device, lambda f: browser.fetch_text(f
 ping = _service.ping
 adapter = _service.adapter
 compile_kernels = _service.compile_kernels
+validate_config = _service.validate_config
 run_case = _service.run_case
 destroy_device = _service.destroy_device

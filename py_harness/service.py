@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 
-from .config import AttentionConfig, validate
+from .config import AttentionConfig, ConfigError, validate, validate_sizes
 from .gpu.device import Device
 from .kernels import DEFAULT_VARIANT, VARIANTS, variant
 from .runner import AttentionRunner
@@ -65,6 +65,22 @@ class HarnessService:
                 "variants": {name: v.description for name, v in VARIANTS.items()},
             }
         )
+
+    async def validate_config(self, request_json: str) -> str:
+        """request: {config} -> {ok: true} or {ok: false, argument, message}, the message
+        being the ConfigError text the API raises (the demo page's form shows it). Buffer
+        sizes are checked against the device's limits only when a device is open already:
+        validating a form must not request one."""
+        try:
+            cfg = AttentionConfig.from_dict(json.loads(request_json)["config"])
+            validate(cfg)
+            if self._device is not None and self._device.lost is None:
+                validate_sizes(cfg, self._device.limits)
+        except ConfigError as exc:
+            return json.dumps({"ok": False, "argument": exc.argument, "message": str(exc)})
+        except TypeError as exc:  # a field missing from the config: from_dict's cls(**d)
+            return json.dumps({"ok": False, "argument": "config", "message": f"config: {exc}"})
+        return json.dumps({"ok": True})
 
     async def compile_kernels(self, request_json: str) -> str:
         """Compile every pipeline for the request's sources now; returns the time in ms."""

@@ -1,0 +1,222 @@
+"""server.py's /api/ endpoints (py_harness/host/api.py) without a browser: judging agrees
+with compare.judge / evaluate.evaluate, bad requests get clear errors, big bodies a 413."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import server
+from py_harness.config import AttentionConfig
+from py_harness.host import compare
+from py_harness.host.cases import CASES, SMOKE, by_id
+from py_harness.host.evaluate import OUTPUTS, make_inputs, references
+
+SMALL_LIMIT = 4096
+
+
+def request(
+    base_url: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None
+) -> tuple[int, Any]:
+    host, port = base_url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read() or b"null")
+    finally:
+        conn.close()
+
+
+def post(base_url: str, path: str, obj: Any) -> tuple[int, Any]:
+    return request(base_url, "POST", path, json.dumps(obj).encode())
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    srv, url = server.start_server(port=0)
+    yield url
+    server.stop(srv)
+
+
+@pytest.fixture(scope="module")
+def small_server() -> Iterator[str]:
+    srv, url = server.start_server(port=0, max_body=SMALL_LIMIT)
+    yield url
+    server.stop(srv)
+
+
+def b64(a: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(a, "<f4").tobytes()).decode()
+
+
+def unb64(s: str, shape: tuple[int, ...]) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(s), "<f4").reshape(shape)
+
+
+CFG = AttentionConfig(
+    batch=2, num_heads=4, num_kv_heads=2, seq_q=9, seq_k=13, head_dim=5, causal=True
+)
+
+
+def small_inputs() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 9, 4, 5), dtype=np.float32)
+    kv = (2, 13, 2, 5)
+    return {
+        "q": q,
+        "k": rng.standard_normal(kv, dtype=np.float32),
+        "v": rng.standard_normal(kv, dtype=np.float32),
+        "d_out": rng.standard_normal(q.shape, dtype=np.float32),
+    }
+
+
+def test_info_and_cases(base_url: str) -> None:
+    status, info = request(base_url, "GET", "/api/info")
+    assert status == 200 and info["max_body_bytes"] == server.DEFAULT_MAX_BODY
+    assert "seed" in info["variants"] and info["required_limits"]
+    status, smoke = request(base_url, "GET", "/api/cases")
+    assert [c["id"] for c in smoke["cases"]] == [c.id for c in SMOKE]
+    assert all(AttentionConfig.from_dict(c["config"]) for c in smoke["cases"])
+    _, every = request(base_url, "GET", "/api/cases?set=all")
+    assert len(every["cases"]) == len(CASES)
+
+
+def test_inputs_are_make_inputs(base_url: str) -> None:
+    case = next(c for c in SMOKE if c.mask == "keypad")
+    status, got = request(base_url, "GET", f"/api/inputs?case={case.id}")
+    assert status == 200
+    for name, arr in make_inputs(case).items():
+        assert np.array_equal(unb64(got["tensors"][name], arr.shape), arr)
+
+
+def test_judge_agrees_with_compare(base_url: str) -> None:
+    x = small_inputs()
+    ref64, ref32 = references(CFG, x, np.float64), references(CFG, x, np.float32)
+    outputs = {n: ref32[n].astype(np.float32) for n in OUTPUTS}
+    outputs["dq"] = outputs["dq"] + np.float32(1e-3)  # a kernel bug: dQ off
+    status, got = post(
+        base_url,
+        "/api/judge",
+        {
+            "config": CFG.to_dict(),
+            "inputs": {n: b64(a) for n, a in x.items()},
+            "outputs": {n: b64(a) for n, a in outputs.items()},
+        },
+    )
+    assert status == 200, got
+    assert got["passed"] is False
+    for report in got["reports"]:
+        n = report["name"]
+        want = compare.judge(n, outputs[n], ref64[n], ref32[n]).to_json()
+        assert report == want  # JSON carries floats exactly
+        assert report["passed"] is (n != "dq")
+        shape = ref64[n].shape
+        assert np.array_equal(unb64(got["reference"][n], shape), ref64[n].astype(np.float32))
+        err = unb64(got["abs_error"][n], shape)
+        assert np.allclose(err, np.abs(outputs[n] - ref64[n]), rtol=1e-6, atol=0)
+
+
+def test_non_finite_errors_are_sent_as_strings(base_url: str) -> None:
+    x = small_inputs()
+    o = references(CFG, x, np.float32)["o"].astype(np.float32)
+    o[0, 0, 0, 0] = np.nan
+    status, got = post(
+        base_url,
+        "/api/judge",
+        {
+            "config": CFG.to_dict(),
+            "inputs": {n: b64(a) for n, a in x.items()},
+            "outputs": {"o": b64(o)},
+        },
+    )
+    assert status == 200
+    (report,) = got["reports"]
+    assert report["max_abs_err"] == "Infinity" and report["nan_count"] == 1
+
+
+def test_judge_case_is_evaluate(base_url: str) -> None:
+    case = by_id("d1-sq17-sk17-h4")
+    cfg, x = case.config(), make_inputs(case)
+    ref32 = references(cfg, x, np.float32)
+    reply = {
+        "outputs": {n: b64(ref32[n]) for n in OUTPUTS},
+        "timings_ms": {"forward_ms": 1.0, "backward_ms": 2.0},
+        "timing_source": "wall-clock",
+        "backward_digests": ["x"],
+    }
+    status, got = post(
+        base_url, "/api/judge_case", {"case": case.id, "variant": "seed", "reply": reply}
+    )
+    assert status == 200, got
+    assert got["case"] == case.id and got["passed"] is True
+    assert [r["name"] for r in got["reports"]] == list(OUTPUTS)
+    assert got["known_failure"] is None
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "text"),
+    [
+        ("GET", "/api/nope", None, 404, "no endpoint /api/nope"),
+        ("GET", "/api/judge", None, 405, "takes POST"),
+        ("POST", "/api/judge", b"{not json", 400, "not JSON"),
+        ("GET", "/api/inputs?case=zzz", None, 404, "no case 'zzz'"),
+        ("POST", "/web/index.html", b"{}", 405, ""),
+    ],
+)
+def test_bad_requests(
+    base_url: str, method: str, path: str, body: bytes | None, status: int, text: str
+) -> None:
+    host, port = base_url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.request(method, path, body=body)
+    resp = conn.getresponse()
+    assert resp.status == status
+    assert text in resp.read().decode()
+    conn.close()
+
+
+def test_invalid_config_gives_the_config_error(base_url: str) -> None:
+    bad = CFG.to_dict() | {"num_kv_heads": 3}
+    status, got = post(base_url, "/api/judge", {"config": bad, "inputs": {}, "outputs": {}})
+    assert status == 400
+    assert got["error"] == "num_kv_heads: num_heads (4) must be a multiple of num_kv_heads (3)"
+
+
+def test_body_over_the_limit_is_413(small_server: str) -> None:
+    status, got = request(small_server, "POST", "/api/judge", b"x" * (SMALL_LIMIT + 1))
+    assert status == 413
+    assert f"at most {SMALL_LIMIT}" in got["error"] and "--max-body-mb" in got["error"]
+    # At the limit it is read and judged (here: refused as not JSON, but not as too big).
+    status, got = request(small_server, "POST", "/api/judge", b"x" * SMALL_LIMIT)
+    assert status == 400
+
+
+def test_post_without_length_is_411(small_server: str) -> None:
+    host, port = small_server.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.putrequest("POST", "/api/judge")
+    conn.putheader("Transfer-Encoding", "chunked")
+    conn.endheaders()
+    conn.send(b"2\r\n{}\r\n0\r\n\r\n")
+    assert conn.getresponse().status == 411
+    conn.close()
+
+
+def test_cli_binds_loopback_and_sets_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[Any, int]] = []
+
+    def serve_forever(self: server.HarnessServer, *args: object) -> None:
+        seen.append((self.server_address[0], self.max_body))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(server.HarnessServer, "serve_forever", serve_forever)
+    assert server.main(["--skip-build", "--port", "0"]) == 0
+    assert server.main(["--skip-build", "--port", "0", "--max-body-mb", "0.5"]) == 0
+    assert seen == [("127.0.0.1", server.DEFAULT_MAX_BODY), ("127.0.0.1", 2**19)]

@@ -1,0 +1,51 @@
+// The demo's two back ends: py_harness in Pyodide (window.runHarness, from harness.js) and the
+// server's NumPy endpoints (/api/, py_harness/host/api.py).
+
+export class HarnessError extends Error {
+  // message: the exception line of the Python traceback (what went wrong); detail: all of it.
+  constructor(entry, text, stack) {
+    const lines = String(text).trim().split("\n");
+    super(`${entry}: ${lines[lines.length - 1]}`);
+    this.detail = stack ? `${text}\n\n${stack}` : String(text);
+  }
+}
+
+export async function call(entry, request) {
+  const [status, value, stack] = await window.runHarness(entry, JSON.stringify(request));
+  if (status !== "ok") throw new HarnessError(entry, value, stack);
+  return JSON.parse(value);
+}
+
+async function fetchJSON(path, init) {
+  let resp;
+  try {
+    resp = await fetch(path, { cache: "no-store", ...init });
+  } catch (err) {
+    throw new Error(`${init?.method ?? "GET"} ${path}: the server did not answer (${err.message})`);
+  }
+  const text = await resp.text();
+  let body;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = { error: text.slice(0, 500) };
+  }
+  if (!resp.ok) {
+    const err = new Error(`${init?.method ?? "GET"} ${path}: HTTP ${resp.status}: ${body.error}`);
+    err.detail = body.error;
+    throw err;
+  }
+  return body;
+}
+
+export const getJSON = (path) => fetchJSON(path);
+
+export const postJSON = (path, obj) =>
+  fetchJSON(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(obj),
+  });
+
+// The server sends non-finite floats as strings (JSON has no inf / NaN).
+export const num = (v) => (typeof v === "string" ? Number(v) : (v ?? NaN));

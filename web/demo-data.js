@@ -1,0 +1,197 @@
+// Page-side data for the demo: seeded inputs, mask presets, base64, attention weights, FLOPs.
+// No GPU and no Python here, so every function can be checked from a test with a plain import.
+//
+// Layouts as everywhere in the harness: q, o, d_out [B, Sq, H, D]; k, v [B, Sk, Hkv, D];
+// tensors are f32. Typed arrays use the platform's byte order, and every platform that runs
+// WebGPU is little-endian, so a Float32Array's bytes are the harness's "<f4" bytes.
+
+// mulberry32: a 32-bit seeded PRNG; uniform in [0, 1). Same seed, same stream, any browser.
+export function mulberry32(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// Box-Muller: two uniforms give two independent standard normals (both are used).
+export function normals(uniform) {
+  let spare = null;
+  return () => {
+    if (spare !== null) {
+      const s = spare;
+      spare = null;
+      return s;
+    }
+    const u = 1 - uniform(); // in (0, 1]: log(u) is finite
+    const r = Math.sqrt(-2 * Math.log(u));
+    const t = 2 * Math.PI * uniform();
+    spare = r * Math.sin(t);
+    return r * Math.cos(t);
+  };
+}
+
+// Mask presets. Each has the meaning of its counterpart in evaluate._make_mask.
+export const MASK_PRESETS = {
+  none: { label: "none", shape: () => null },
+  // Batch element b sees its first Sk - 7b - 3 keys; the padding is -inf.
+  keypad: { label: "key padding", shape: (c) => [c.batch, 1, 1, c.seq_k] },
+  // Standard normal scores added to every (query, key) pair, shared by batch and heads.
+  random: { label: "random additive", shape: (c) => [c.seq_q, c.seq_k] },
+  // Random additive, and every 5th query row (qi % 5 == 4) -inf: rows with no visible key.
+  rows: { label: "rows fully masked", shape: (c) => [c.seq_q, c.seq_k] },
+};
+
+// The inputs of a case: q, k, v, d_out (and mask) as Float32Arrays, drawn in that order from
+// one normal stream seeded by `seed`.
+export function makeInputs(cfg, preset, seed) {
+  const next = normals(mulberry32(seed));
+  const fill = (n) => {
+    const a = new Float32Array(n);
+    for (let i = 0; i < n; i++) a[i] = next();
+    return a;
+  };
+  const qn = cfg.batch * cfg.seq_q * cfg.num_heads * cfg.head_dim;
+  const kvn = cfg.batch * cfg.seq_k * (cfg.num_kv_heads ?? cfg.num_heads) * cfg.head_dim;
+  const x = { q: fill(qn), k: fill(kvn), v: fill(kvn), d_out: fill(qn) };
+  const mask = makeMask(cfg, preset, fill);
+  if (mask) x.mask = mask;
+  return x;
+}
+
+function makeMask(cfg, preset, fill) {
+  const { batch: B, seq_q: Sq, seq_k: Sk } = cfg;
+  if (preset === "none") return null;
+  if (preset === "keypad") {
+    const m = new Float32Array(B * Sk);
+    for (let b = 0; b < B; b++) {
+      for (let kj = Math.max(0, Sk - 7 * b - 3); kj < Sk; kj++) m[b * Sk + kj] = -Infinity;
+    }
+    return m;
+  }
+  const m = fill(Sq * Sk);
+  if (preset === "rows") {
+    for (let qi = 4; qi < Sq; qi += 5) m.fill(-Infinity, qi * Sk, (qi + 1) * Sk);
+  } else if (preset !== "random") {
+    throw new Error(`mask: unknown preset ${JSON.stringify(preset)}`);
+  }
+  return m;
+}
+
+export function toBase64(f32) {
+  const bytes = new Uint8Array(f32.buffer, f32.byteOffset, f32.byteLength);
+  if (bytes.toBase64) return bytes.toBase64();
+  let s = "";
+  // In slices: String.fromCharCode(...all) overflows the call stack for large tensors.
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    s += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(s);
+}
+
+export function fromBase64(b64) {
+  let bytes;
+  if (Uint8Array.fromBase64) {
+    bytes = Uint8Array.fromBase64(b64);
+  } else {
+    const s = atob(b64);
+    bytes = new Uint8Array(s.length);
+    for (let i = 0; i < s.length; i++) bytes[i] = s.charCodeAt(i);
+  }
+  return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+}
+
+// FlashAttention's count (its benchmarks): forward 4·B·H·Sq·Sk·D (two matmuls, 2 FLOPs per
+// multiply-add), backward 2.5× forward (five matmuls instead of two), both halved for causal.
+// Windows and masks are not discounted.
+export function flops(cfg) {
+  const fwd =
+    (4 * cfg.batch * cfg.num_heads * cfg.seq_q * cfg.seq_k * cfg.head_dim) / (cfg.causal ? 2 : 1);
+  return { forward: fwd, backward: 2.5 * fwd };
+}
+
+// PCG hash, as fa2_pcg in the WGSL and dropout.pcg on the host (u32 arithmetic).
+function pcg(v) {
+  const state = (Math.imul(v >>> 0, 747796405) + 2891336453) >>> 0;
+  const word = Math.imul(((state >>> ((state >>> 28) + 4)) ^ state) >>> 0, 277803737) >>> 0;
+  return ((word >>> 22) ^ word) >>> 0;
+}
+
+// Whether the kernel keeps weight (b, h, qi, kj) under dropout p with this seed.
+export function dropoutKeep(p, seed, numHeads, b, h) {
+  const p32 = Math.fround(p);
+  const x = ((seed >>> 0) ^ pcg(b * numHeads + h)) >>> 0;
+  return (qi, kj) => {
+    if (p32 <= 0) return true;
+    const bits = pcg(x ^ pcg(qi ^ pcg(kj))) >>> 8;
+    return bits / 16777216 >= p32; // exact: bits < 2**24
+  };
+}
+
+// Softmax weights P [Sq, Sk] of batch b, head h, in float64, as reference._probs defines
+// them: NaN where a key is absent (causal / window / a score <= -1e30), and `dropped`
+// marks the weights that dropout zeroes (P itself is drawn before dropout).
+export function attentionWeights(cfg, x, b, h) {
+  const { batch: B, num_heads: H, seq_q: Sq, seq_k: Sk, head_dim: D } = cfg;
+  const Hkv = cfg.num_kv_heads ?? H;
+  const kh = Math.floor(h / (H / Hkv));
+  const scale = Math.fround(cfg.scale ?? 1 / Math.sqrt(D));
+  const maskAt = maskIndexer(cfg, x.mask);
+  const keep = dropoutKeep(cfg.dropout_p, cfg.seed, H, b, h);
+  const p = new Float64Array(Sq * Sk);
+  const dropped = new Uint8Array(Sq * Sk);
+  const s = new Float64Array(Sk);
+  for (let qi = 0; qi < Sq; qi++) {
+    const qa = qi + cfg.causal_offset;
+    const qo = ((b * Sq + qi) * H + h) * D;
+    let m = -Infinity;
+    for (let kj = 0; kj < Sk; kj++) {
+      let visible =
+        (!cfg.causal || kj <= qa) && (cfg.window <= 0 || Math.abs(qa - kj) < cfg.window);
+      let score = NaN;
+      if (visible) {
+        const ko = ((b * Sk + kj) * Hkv + kh) * D;
+        let dot = 0;
+        for (let d = 0; d < D; d++) dot += x.q[qo + d] * x.k[ko + d];
+        score = scale * dot + maskAt(b, h, qi, kj);
+        visible = score > -1e30;
+      }
+      s[kj] = visible ? score : NaN;
+      if (visible && score > m) m = score;
+    }
+    let den = 0;
+    for (let kj = 0; kj < Sk; kj++) if (!Number.isNaN(s[kj])) den += Math.exp(s[kj] - m);
+    for (let kj = 0; kj < Sk; kj++) {
+      const i = qi * Sk + kj;
+      p[i] = Number.isNaN(s[kj]) ? NaN : Math.exp(s[kj] - m) / den;
+      dropped[i] = !Number.isNaN(s[kj]) && !keep(qi, kj) ? 1 : 0;
+    }
+  }
+  return { p, dropped };
+}
+
+// mask_shape broadcast to [B, H, Sq, Sk] (AttentionConfig.mask_strides): a lookup function.
+function maskIndexer(cfg, mask) {
+  if (!mask || !cfg.mask_shape) return () => 0;
+  const shape = [1, 1, 1, 1, ...cfg.mask_shape].slice(-4);
+  const strides = [0, 0, 0, 0];
+  let step = 1;
+  for (let axis = 3; axis >= 0; axis--) {
+    strides[axis] = shape[axis] === 1 ? 0 : step;
+    step *= shape[axis];
+  }
+  return (b, h, qi, kj) =>
+    mask[b * strides[0] + h * strides[1] + qi * strides[2] + kj * strides[3]];
+}
+
+// One head's [S, D] slice of a [B, S, Hx, D] tensor.
+export function headSlice(t, B, S, Hx, D, b, h) {
+  const out = new Float32Array(S * D);
+  for (let s = 0; s < S; s++) {
+    out.set(t.subarray(((b * S + s) * Hx + h) * D, ((b * S + s) * Hx + h + 1) * D), s * D);
+  }
+  return out;
+}
