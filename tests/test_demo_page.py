@@ -202,6 +202,9 @@ def test_smoke_suite_passes(demo: Any) -> None:
 
 def test_url_restores_the_form(demo: Any, harness_server: str) -> None:
     page = demo.context.new_page()
+    # Restoring the form needs no Python: keep Pyodide from booting (seconds of busy main
+    # thread) in a page that is closed right away.
+    page.route("**/pyodide/**", lambda route: route.abort())
     try:
         query = "batch=2&num_heads=6&num_kv_heads=3&causal=0&window=17&mask=keypad&input_seed=9"
         # No need to wait for Pyodide: restoring the form is the first thing demo.js does.
