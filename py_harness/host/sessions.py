@@ -110,15 +110,21 @@ class BrowserSession(_AdapterName):
             self._open()
         call_id = next(self._calls)
         try:
-            # Start the call, then wait for its result with a timeout that Playwright
-            # enforces from outside the page, so a page stuck in a loop cannot hang us.
-            self.page.evaluate(
-                "([id, entry, request]) => { (window.__calls ||= {})[id] = null;"
-                " window.runHarness(entry, request).then((r) => { window.__calls[id] = r; }); }",
-                [call_id, entry, json.dumps(request)],
-            )
+            # One wait_for_function both starts the call (on its first poll) and waits for
+            # the result: Playwright enforces its timeout from outside the page, so a page
+            # stuck in a loop cannot hang the host (a plain evaluate would wait forever).
             handle = self.page.wait_for_function(
-                "(id) => window.__calls[id]", arg=call_id, timeout=self.timeout_s * 1e3, polling=20
+                """([id, entry, request]) => {
+                    const calls = (window.__calls ||= {});
+                    if (!(id in calls)) {
+                        calls[id] = null;
+                        window.runHarness(entry, request).then((r) => { calls[id] = r; });
+                    }
+                    return calls[id];
+                }""",
+                arg=[call_id, entry, json.dumps(request)],
+                timeout=self.timeout_s * 1e3,
+                polling=20,
             )
             status, value, stack = handle.json_value()
             self.page.evaluate("(id) => { delete window.__calls[id]; }", call_id)

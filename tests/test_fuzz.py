@@ -1,0 +1,101 @@
+"""The configuration validator, fuzzed: every configuration is either refused with a clear
+error naming its argument, or runs and passes the rule. No crash, no hang."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from py_harness.config import AttentionConfig, ConfigError, validate
+from py_harness.host.cases import MASK_KINDS, Case, known_failure
+from py_harness.host.evaluate import evaluate
+from py_harness.host.sessions import Session
+
+ARGUMENTS = set(AttentionConfig.__dataclass_fields__) | {"mask", "batch * num_heads"}
+anything = st.one_of(
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=3),
+)
+small_int = st.one_of(st.integers(-3, 300), anything)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    batch=small_int,
+    num_heads=small_int,
+    seq_q=small_int,
+    seq_k=small_int,
+    head_dim=small_int,
+    num_kv_heads=st.one_of(st.none(), small_int),
+    causal=st.one_of(st.booleans(), anything),
+    causal_offset=small_int,
+    window=small_int,
+    mask_shape=st.one_of(st.none(), st.lists(st.integers(-1, 300), max_size=5).map(tuple)),
+    dropout_p=st.one_of(st.floats(-1, 2), anything),
+    seed=st.one_of(st.integers(-1, 2**33), anything),
+    scale=st.one_of(st.none(), st.floats(), anything),
+)
+def test_validate_refuses_with_a_named_argument_or_accepts(**kw: object) -> None:
+    try:
+        validate(AttentionConfig(**kw))
+    except ConfigError as err:
+        assert err.argument in ARGUMENTS
+        assert str(err).startswith(f"{err.argument}: ") and len(str(err)) > len(err.argument) + 8
+        return
+    # Accepted: then it is inside every documented limit.
+    cfg = AttentionConfig(**kw)
+    assert 1 <= cfg.head_dim <= 128 and cfg.num_heads % cfg.kv_heads == 0
+    assert 0.0 <= cfg.dropout_p < 1.0 and (cfg.scale is None or math.isfinite(cfg.scale))
+
+
+heads = st.sampled_from([(1, 1), (2, 2), (4, 2), (6, 2), (6, 1), (3, 3)])
+runnable_cases = st.builds(
+    lambda hd, h, sq, sk, b, causal, br, off, win, mask, p, seed: Case(
+        head_dim=hd,
+        seq_q=sq,
+        seq_k=sk,
+        num_heads=h[0],
+        num_kv_heads=h[1],
+        batch=b,
+        causal=causal,
+        bottom_right=br and sk >= sq,
+        offset=0 if (br and sk >= sq) else off,
+        window=win,
+        mask=mask,
+        dropout_p=p,
+        seed=seed,
+    ),
+    st.integers(1, 128),
+    heads,
+    st.integers(1, 40),
+    st.integers(1, 70),
+    st.integers(1, 2),
+    st.booleans(),
+    st.booleans(),
+    st.integers(0, 30),
+    st.sampled_from([0, 0, 1, 3, 16]),
+    st.sampled_from(MASK_KINDS),
+    st.sampled_from([0.0, 0.0, 0.17, 0.5]),
+    st.integers(0, 2**32 - 1),
+)
+
+
+@pytest.mark.browser
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=runnable_cases)
+def test_valid_configurations_run_and_pass(harness: Session, case: Case) -> None:
+    validate(case.config())
+    result = evaluate(case, harness)
+    if known_failure("seed", harness.adapter_name(), case):
+        return
+    assert result.passed, f"{case}\n{result.failures()}"
