@@ -171,6 +171,9 @@ class BrowserDevice(Device):
 
     def destroy(self) -> None:
         self._device.destroy()
+        # Firefox resolves device.lost only after a round trip to its GPU process (about
+        # 60 ms measured), so the next call would still take this device for a live one.
+        self._lost = self._lost or "destroyed: device.destroy() was called"
 
     async def _scoped(self, where: str, promise: Any) -> Any:
         """Await a WebGPU promise inside validation / out-of-memory error scopes."""
