@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian 12 machine (root, package registries only):
-# Debian's chromium and lavapipe, a Python >= 3.12 virtual environment with the pinned dev
-# packages, the pinned Pyodide npm package, and the py-harness wheel + pyodide-lock.json.
+# Debian's chromium, firefox-esr and lavapipe, a Python >= 3.12 virtual environment with the
+# pinned dev packages, the pinned Pyodide npm package, and the py-harness wheel +
+# pyodide-lock.json.
 # Each step is skipped when it is already done, so `make test` costs nothing extra twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,9 @@ say() { printf '[setup] %s\n' "$*"; }
 apt_missing=()
 command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
 [ -e /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || apt_missing+=(mesa-vulkan-drivers)
+# The firefox runtime (driven over WebDriver BiDi: no driver binary to fetch). About 80 MB on
+# top of chromium, which pulls in the same GTK stack; HARNESS_FIREFOX names another build.
+[ -x "${HARNESS_FIREFOX:-/usr/bin/firefox-esr}" ] || apt_missing+=(firefox-esr)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   say "apt-get install ${apt_missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
