@@ -1,4 +1,7 @@
-"""Command line: `python -m py_harness check [...]` (host only; needs the dev packages)."""
+"""Command line: `python -m py_harness check|bench [...]` (host only).
+
+check needs the dev packages; bench needs only numpy and wgpu (torch optional).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +11,17 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m py_harness check [--help for its options]")
+        print("usage: python -m py_harness check|bench [--help for its options]")
         return 0 if argv else 2
     if argv[0] == "check":
         from .host.check import main as check_main
 
         return check_main(argv[1:])
-    print(f"unknown command {argv[0]!r}; known: check", file=sys.stderr)
+    if argv[0] == "bench":
+        from .host.bench import main as bench_main
+
+        return bench_main(argv[1:])
+    print(f"unknown command {argv[0]!r}; known: check, bench", file=sys.stderr)
     return 2
 
 

@@ -61,24 +61,24 @@ fn ffb_stat(bh: u32, qi: u32) -> vec2<f32> {
 if (qi >= ff_params.seq_q) { return vec2<f32>(0.0, FF_EMPTY_LSE); }
 return ffb_stats[bh * ff_params.seq_q + qi];
 }
-// [P M, P (M dP - Delta)] of (qi, kj), zero where masked; st = [Delta, LSE] of qi.
-// chk: the tile is not known to be fully visible and unmasked.
-fn ffb_grad(s: f32, dp: f32, st: vec2<f32>, b: u32, h: u32, bh: u32, qi: u32, kj: u32, chk: bool) -> vec2<f32> {
+// [P M, P (M dP - Delta)] of four (query, key) pairs, zero where masked; delta and lse
+// are the pairs' queries'. chk: the tile is not known to be fully visible and unmasked.
+struct FfbGrad {
+pm: vec4<f32>,
+ds: vec4<f32>,
+};
+fn ffb_grad4(s: vec4<f32>, dp: vec4<f32>, delta: vec4<f32>, lse: vec4<f32>, b: u32, h: u32, bh: u32, qi: vec4<u32>, kj: vec4<u32>, chk: bool) -> FfbGrad {
 var x = s;
-if (chk) {
-x = ff_masked(s, b, h, qi, kj);
-if (x <= FF_MASKED) { return vec2<f32>(0.0); }
-}
-let pij = exp(x - st.y);
-let mij = dropout_scale(ff_params.dropout_prob, ff_params.seed, bh, qi, kj);
-return vec2<f32>(pij * mij, pij * (mij * dp - st.x));
+if (chk) { x = ff_masked4(s, b, h, qi, kj); }
+let pij = select(vec4<f32>(0.0), exp(x - lse), x > vec4<f32>(FF_MASKED));
+let mij = ff_keep4(bh, qi, kj);
+return FfbGrad(pij * mij, pij * (mij * dp - delta));
 }
 
 // ---- pass 2: dQ ----
-// scale dS of row qi for keys kc + 16 j.
-fn ffb_dq_row(s: vec4<f32>, dp: vec4<f32>, st: vec2<f32>, b: u32, h: u32, bh: u32, qi: u32, kc: u32, chk: bool) -> vec4<f32> {
-let ds = vec4<f32>(ffb_grad(s.x, dp.x, st, b, h, bh, qi, kc, chk).y, ffb_grad(s.y, dp.y, st, b, h, bh, qi, kc + 16u, chk).y, ffb_grad(s.z, dp.z, st, b, h, bh, qi, kc + 32u, chk).y, ffb_grad(s.w, dp.w, st, b, h, bh, qi, kc + 48u, chk).y);
-return ds * ff_params.scale;
+// scale dS of row qi (stats st) for keys kc.
+fn ffb_dq_row(s: vec4<f32>, dp: vec4<f32>, st: vec2<f32>, b: u32, h: u32, bh: u32, qi: u32, kc: vec4<u32>, chk: bool) -> vec4<f32> {
+return ffb_grad4(s, dp, vec4<f32>(st.x), vec4<f32>(st.y), b, h, bh, vec4<u32>(qi), kc, chk).ds * ff_params.scale;
 }
 fn ffb_put_dq(base: u32, c: u32, v: vec4<f32>) {
 let d = ff_params.head_dim;
@@ -119,7 +119,7 @@ let ks = ff_kv_rows(FF_K, b, kvh, k0, 1.0);
 let s = ff_score_tile(lid, t, qs, ks);
 let dp = ff_score_tile(lid, t, dos, ff_kv_rows(FF_V, b, kvh, k0, 1.0));
 let chk = !ff_all_visible(q0, FF_BR, k0, FF_BC);
-let kc = k0 + t.x;
+let kc = k0 + t.x + FF_COLS;
 ff_put_p(t, mat4x4<f32>(ffb_dq_row(s[0], dp[0], st0, b, h, bh, rows.x, kc, chk), ffb_dq_row(s[1], dp[1], st1, b, h, bh, rows.y, kc, chk), ffb_dq_row(s[2], dp[2], st2, b, h, bh, rows.z, kc, chk), ffb_dq_row(s[3], dp[3], st3, b, h, bh, rows.w, kc, chk)));
 workgroupBarrier();
 acc = ff_pv_tile(lid, t, acc, ks);
@@ -131,18 +131,6 @@ ffb_store_dq(t, b, h, rows.w, acc.lo[3], acc.hi[3]);
 }
 
 // ---- pass 3: dK, dV ----
-// Key kj's [P M, dS] for queries qc + 16 j; st: [Delta, LSE] of those queries.
-struct FfbRow {
-pm: vec4<f32>,
-ds: vec4<f32>,
-};
-fn ffb_kv_row(s: vec4<f32>, dp: vec4<f32>, st: mat4x2<f32>, b: u32, h: u32, bh: u32, kj: u32, qc: u32, chk: bool) -> FfbRow {
-let g0 = ffb_grad(s.x, dp.x, st[0], b, h, bh, qc, kj, chk);
-let g1 = ffb_grad(s.y, dp.y, st[1], b, h, bh, qc + 16u, kj, chk);
-let g2 = ffb_grad(s.z, dp.z, st[2], b, h, bh, qc + 32u, kj, chk);
-let g3 = ffb_grad(s.w, dp.w, st[3], b, h, bh, qc + 48u, kj, chk);
-return FfbRow(vec4<f32>(g0.x, g1.x, g2.x, g3.x), vec4<f32>(g0.y, g1.y, g2.y, g3.y));
-}
 fn ffb_put_dk(base: u32, c: u32, v: vec4<f32>) {
 let d = ff_params.head_dim;
 if (c < d) { ffb_dk[base + c] = v.x; }
@@ -192,13 +180,15 @@ let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
 let dos = ff_q_rows(FF_DO, b, h, q0, 1.0);
 let s = ff_score_tile(lid, t, ks, qs);
 let dp = ff_score_tile(lid, t, vs, dos);
-let qc = q0 + t.x;
-let st = mat4x2<f32>(ffb_stat(bh, qc), ffb_stat(bh, qc + 16u), ffb_stat(bh, qc + 32u), ffb_stat(bh, qc + 48u));
+let qc = q0 + t.x + FF_COLS;
+let st = array<vec2<f32>, 4>(ffb_stat(bh, qc.x), ffb_stat(bh, qc.y), ffb_stat(bh, qc.z), ffb_stat(bh, qc.w));
+let delta = vec4<f32>(st[0].x, st[1].x, st[2].x, st[3].x);
+let lse = vec4<f32>(st[0].y, st[1].y, st[2].y, st[3].y);
 let chk = !ff_all_visible(q0, FF_BC, k0, FF_BR);
-let r0 = ffb_kv_row(s[0], dp[0], st, b, h, bh, keys.x, qc, chk);
-let r1 = ffb_kv_row(s[1], dp[1], st, b, h, bh, keys.y, qc, chk);
-let r2 = ffb_kv_row(s[2], dp[2], st, b, h, bh, keys.z, qc, chk);
-let r3 = ffb_kv_row(s[3], dp[3], st, b, h, bh, keys.w, qc, chk);
+let r0 = ffb_grad4(s[0], dp[0], delta, lse, b, h, bh, qc, vec4<u32>(keys.x), chk);
+let r1 = ffb_grad4(s[1], dp[1], delta, lse, b, h, bh, qc, vec4<u32>(keys.y), chk);
+let r2 = ffb_grad4(s[2], dp[2], delta, lse, b, h, bh, qc, vec4<u32>(keys.z), chk);
+let r3 = ffb_grad4(s[3], dp[3], delta, lse, b, h, bh, qc, vec4<u32>(keys.w), chk);
 ff_put_p(t, mat4x4<f32>(r0.pm, r1.pm, r2.pm, r3.pm));
 workgroupBarrier();
 dv = ff_pv_tile(lid, t, dv, dos);

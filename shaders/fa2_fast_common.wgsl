@@ -76,28 +76,45 @@ let p = ff_params;
 return FfRows(buf, (b * p.seq_k * p.num_kv_heads + kvh) * p.head_dim, p.num_kv_heads * p.head_dim, row0, p.seq_k, mul);
 }
 
-// ---- visibility and masks (fa2_visible / fa2_mask_at / fa2_key_range) ----
-fn ff_visible(qi: u32, kj: u32) -> bool {
+// ---- visibility, masks, dropout: four (query, key) pairs at once ----
+// Vector forms of fa2_visible / fa2_mask_at / dropout_scale (same results, bit for bit):
+// one call per score row instead of four keeps the code small for JIT-compiling CPU
+// adapters; uniform branches only.
+const FF_COLS: vec4<u32> = vec4<u32>(0u, 16u, 32u, 48u); // an invocation's column offsets
+fn ff_visible4(qi: vec4<u32>, kj: vec4<u32>) -> vec4<bool> {
 let p = ff_params;
 let qa = qi + p.causal_offset;
-if (kj >= p.seq_k || qi >= p.seq_q) { return false; }
-if (p.causal == 1u && kj > qa) { return false; }
+var ok = (kj < vec4<u32>(p.seq_k)) & (qi < vec4<u32>(p.seq_q));
+if (p.causal == 1u) { ok = ok & (kj <= qa); }
 if (p.window > 0u) {
 let dist = select(kj - qa, qa - kj, qa >= kj);
-if (dist >= p.window) { return false; }
+ok = ok & (dist < vec4<u32>(p.window));
 }
-return true;
+return ok;
 }
-fn ff_mask_at(b: u32, h: u32, qi: u32, kj: u32) -> f32 {
+// Scores after visibility and the additive mask; FF_OUT where masked (a score <= FF_MASKED,
+// -inf included, is masked).
+fn ff_masked4(s: vec4<f32>, b: u32, h: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<f32> {
 let p = ff_params;
-if (p.has_mask == 0u) { return 0.0; }
-return ff_mask[b * p.mask_stride_b + h * p.mask_stride_h + qi * p.mask_stride_q + kj * p.mask_stride_k];
+var x = s;
+if (p.has_mask != 0u) {
+let i = b * p.mask_stride_b + h * p.mask_stride_h + qi * p.mask_stride_q + kj * p.mask_stride_k;
+x += vec4<f32>(ff_mask[i.x], ff_mask[i.y], ff_mask[i.z], ff_mask[i.w]);
 }
-// Score of (qi, kj) after visibility and the additive mask; FF_OUT when masked.
-fn ff_masked(s: f32, b: u32, h: u32, qi: u32, kj: u32) -> f32 {
-if (!ff_visible(qi, kj)) { return FF_OUT; }
-let x = s + ff_mask_at(b, h, qi, kj);
-return select(x, FF_OUT, x <= FF_MASKED);
+return select(vec4<f32>(FF_OUT), x, ff_visible4(qi, kj) & (x > vec4<f32>(FF_MASKED)));
+}
+fn ff_pcg4(v: vec4<u32>) -> vec4<u32> {
+let state = v * 747796405u + 2891336453u;
+let word = ((state >> ((state >> vec4<u32>(28u)) + 4u)) ^ state) * 277803737u;
+return (word >> vec4<u32>(22u)) ^ word;
+}
+// dropout_scale(p, seed, bh, qi, kj) for four pairs: hash3(seed ^ pcg(bh), qi, kj).
+fn ff_keep4(bh: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<f32> {
+let p = ff_params.dropout_prob;
+if (p <= 0.0) { return vec4<f32>(1.0); }
+let x = vec4<u32>(ff_params.seed ^ fa2_pcg(bh));
+let u = vec4<f32>(ff_pcg4(x ^ ff_pcg4(qi ^ ff_pcg4(kj))) >> vec4<u32>(8u)) * (1.0 / 16777216.0);
+return select(vec4<f32>(1.0 / (1.0 - p)), vec4<f32>(0.0), u < vec4<f32>(p));
 }
 // Whether the whole tile queries [q0, q0 + nq) x keys [k0, k0 + nk) is in range and
 // visible, so the per-element checks can be skipped (uniform).

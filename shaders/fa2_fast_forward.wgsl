@@ -22,14 +22,6 @@ default: { r = vec4<f32>(ffw_v[i], ffw_v[i + 1u], ffw_v[i + 2u], ffw_v[i + 3u]);
 }
 return ff_pick(r, n);
 }
-// Row qi's scores for keys kc, kc + 16, kc + 32, kc + 48, masked ones -> FF_OUT.
-fn ffw_mask_row(s: vec4<f32>, b: u32, h: u32, qi: u32, kc: u32) -> vec4<f32> {
-return vec4<f32>(ff_masked(s.x, b, h, qi, kc), ff_masked(s.y, b, h, qi, kc + 16u), ff_masked(s.z, b, h, qi, kc + 32u), ff_masked(s.w, b, h, qi, kc + 48u));
-}
-fn ffw_keep_row(bh: u32, qi: u32, kc: u32) -> vec4<f32> {
-let p = ff_params;
-return vec4<f32>(dropout_scale(p.dropout_prob, p.seed, bh, qi, kc), dropout_scale(p.dropout_prob, p.seed, bh, qi, kc + 16u), dropout_scale(p.dropout_prob, p.seed, bh, qi, kc + 32u), dropout_scale(p.dropout_prob, p.seed, bh, qi, kc + 48u));
-}
 fn ffw_sum4(v: vec4<f32>) -> f32 {
 return (v.x + v.y) + (v.z + v.w);
 }
@@ -69,9 +61,9 @@ var l = vec4<f32>(0.0);
 var o = FfAcc();
 for (var k0 = range.x; k0 < range.y; k0 += FF_BC) {
 var s = ff_score_tile(lid, t, qs, ff_kv_rows(FF_K, b, kvh, k0, 1.0));
-let kc = k0 + t.x;
+let kc = k0 + t.x + FF_COLS;
 if (!ff_all_visible(q0, FF_BR, k0, FF_BC)) {
-s = mat4x4<f32>(ffw_mask_row(s[0], b, h, rows.x, kc), ffw_mask_row(s[1], b, h, rows.y, kc), ffw_mask_row(s[2], b, h, rows.z, kc), ffw_mask_row(s[3], b, h, rows.w, kc));
+s = mat4x4<f32>(ff_masked4(s[0], b, h, vec4<u32>(rows.x), kc), ff_masked4(s[1], b, h, vec4<u32>(rows.y), kc), ff_masked4(s[2], b, h, vec4<u32>(rows.z), kc), ff_masked4(s[3], b, h, vec4<u32>(rows.w), kc));
 }
 let m_new = max(m, ff_row_max(t, vec4<f32>(ff_max4(s[0]), ff_max4(s[1]), ff_max4(s[2]), ff_max4(s[3]))));
 let corr = exp(m - m_new);
@@ -79,7 +71,7 @@ s = mat4x4<f32>(exp(s[0] - m_new.x), exp(s[1] - m_new.y), exp(s[2] - m_new.z), e
 // The softmax denominator counts every weight; dropout only changes what reaches O.
 l = l * corr + vec4<f32>(ffw_sum4(s[0]), ffw_sum4(s[1]), ffw_sum4(s[2]), ffw_sum4(s[3]));
 if (p.dropout_prob > 0.0) {
-s = mat4x4<f32>(s[0] * ffw_keep_row(bh, rows.x, kc), s[1] * ffw_keep_row(bh, rows.y, kc), s[2] * ffw_keep_row(bh, rows.z, kc), s[3] * ffw_keep_row(bh, rows.w, kc));
+s = mat4x4<f32>(s[0] * ff_keep4(bh, vec4<u32>(rows.x), kc), s[1] * ff_keep4(bh, vec4<u32>(rows.y), kc), s[2] * ff_keep4(bh, vec4<u32>(rows.z), kc), s[3] * ff_keep4(bh, vec4<u32>(rows.w), kc));
 }
 ff_put_p(t, s);
 o.lo = mat4x4<f32>(o.lo[0] * corr.x, o.lo[1] * corr.y, o.lo[2] * corr.z, o.lo[3] * corr.w);

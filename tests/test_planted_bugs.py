@@ -23,7 +23,7 @@ def test_smoke_suite_catches(harness: Session, mutant: Mutant) -> None:
     sources = mutant.apply(shader_sources())
     caught = []
     for case in SMOKE:  # stop at the first case that fails: one is enough
-        result = evaluate(case, harness, sources=sources)
+        result = evaluate(case, harness, sources=sources, variant=mutant.variant)
         if not result.passed:
             caught.append(f"{case.id}: {result.failures().splitlines()[0]}")
             break

@@ -107,7 +107,7 @@ CASES: tuple[Case, ...] = (
     Case(32, 59, 111, batch=2, mask="batch"),
     Case(64, 113, 203, batch=2, mask="keypad", smoke=True),
     Case(16, 59, 111, batch=2, mask="rows-inf", smoke=True),
-    Case(16, 59, 111, mask="rows-1e30", causal=True),
+    Case(16, 59, 111, mask="rows-1e30", causal=True, smoke=True),
     # dropout: the mask is rebuilt on the host from the same hash
     Case(
         64,
@@ -125,6 +125,11 @@ CASES: tuple[Case, ...] = (
     # and with causal: O = 0, LSE = sentinel, zero gradients, no NaN
     Case(32, 17, 17, offset=20, window=8),
     Case(32, 40, 17, causal=True, offset=20, window=6),
+    # The fast variant's 64 x 64 tiles skip per-element checks when a tile is wholly
+    # visible: a tile one key past the causal edge (offset 62: last key 63, first query
+    # at 62) and tiles whose farthest pair is exactly `window` apart (offset 1, window 64)
+    Case(32, 66, 128, causal=True, bottom_right=True, smoke=True),
+    Case(16, 128, 130, offset=1, window=64, smoke=True),
     # FlashAttention's overflow test: large logits stay finite and within the rule
     Case(64, 17, 128, large_logits=True, smoke=True),
     Case(32, 5, 17, num_heads=6, num_kv_heads=2, causal=True, large_logits=True),

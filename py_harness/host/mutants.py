@@ -11,6 +11,10 @@ from dataclasses import dataclass
 
 from ..shaders import BACKWARD_FILE, FORWARD_FILE
 
+FAST_COMMON = "fa2_fast_common.wgsl"
+FAST_FWD = "fa2_fast_forward.wgsl"
+FAST_BWD = "fa2_fast_backward.wgsl"
+
 
 @dataclass(frozen=True)
 class Mutant:
@@ -19,6 +23,7 @@ class Mutant:
     old: str
     new: str
     occurrence: int = 1  # which occurrence of `old` in the file (1-based)
+    variant: str = "seed"  # the kernel variant whose files `file` belongs to
 
     def apply(self, sources: dict[str, str]) -> dict[str, str]:
         text = sources[self.file]
@@ -30,6 +35,92 @@ class Mutant:
                     f"{self.name}: {self.old!r} not found {self.occurrence}x in {self.file}"
                 )
         return {**sources, self.file: text[:at] + self.new + text[at + len(self.old) :]}
+
+
+def _fast(name: str, file: str, old: str, new: str, occurrence: int = 1) -> Mutant:
+    return Mutant(f"fast-{name}", file, old, new, occurrence, variant="fast")
+
+
+# The "fast" variant's own edges: its tile fast path (ff_all_visible), its row/column
+# chunking, the second head_dim half (head_dim > 64) and its three backward passes.
+FAST_MUTANTS: tuple[Mutant, ...] = (
+    # scale: forward, dQ, and the dK/dV pass's staged Q
+    _fast("fwd-missing-scale", FAST_FWD, "(FF_Q, b, h, q0, p.scale)", "(FF_Q, b, h, q0, 1.0)"),
+    _fast(
+        "dq-missing-scale",
+        FAST_BWD,
+        "return ffb_grad4(",
+        "return (1.0 / ff_params.scale) * ffb_grad4(",
+    ),
+    _fast("dkdv-q-unscaled", FAST_BWD, "(FF_Q, b, h, q0, p.scale)", "(FF_Q, b, h, q0, 1.0)", 2),
+    # mask edges, per element
+    _fast("causal-edge", FAST_COMMON, "ok & (kj <= qa);", "ok & (kj <= qa + 1u);"),
+    _fast(
+        "window-edge", FAST_COMMON, "(dist < vec4<u32>(p.window))", "(dist <= vec4<u32>(p.window))"
+    ),
+    _fast("masked-edge", FAST_COMMON, "(x > vec4<f32>(FF_MASKED))", "(x >= vec4<f32>(FF_MASKED))"),
+    # a tile taken for fully visible (no per-element checks) when it is not
+    _fast(
+        "full-tile-causal",
+        FAST_COMMON,
+        "k1 > qa0) { return false; }",
+        "k1 > qa0 + 1u) { return false; }",
+    ),
+    _fast(
+        "full-tile-window-last-query", FAST_COMMON, "qa1 - k0 >= p.window", "qa1 - k0 > p.window"
+    ),
+    _fast("full-tile-window-last-key", FAST_COMMON, "k1 - qa0 >= p.window", "k1 - qa0 > p.window"),
+    _fast("full-tile-keys", FAST_COMMON, "k0 + nk > p.seq_k", "k0 + 1u > p.seq_k"),
+    # tile ranges
+    _fast(
+        "key-range-window",
+        FAST_COMMON,
+        "begin = qa0 + 1u - p.window;",
+        "begin = qa0 + 2u - p.window;",
+    ),
+    _fast(
+        "query-range-causal",
+        FAST_COMMON,
+        "begin = k0 - p.causal_offset;",
+        "begin = k0 + 1u - p.causal_offset;",
+    ),
+    # the last, partial chunk of rows of the second GEMM skipped
+    _fast(
+        "pv-partial-chunk",
+        FAST_COMMON,
+        "if (v.row0 + r0 >= v.rows)",
+        "if (v.row0 + r0 + FF_VK > v.rows)",
+    ),
+    # GQA
+    _fast(
+        "gqa-head",
+        FAST_BWD,
+        "let kvh = h / (p.num_heads / p.num_kv_heads);",
+        "let kvh = h % p.num_kv_heads;",
+    ),
+    _fast(
+        "dkdv-sum-one-head",
+        FAST_BWD,
+        "for (var g = 0u; g < group; g++)",
+        "for (var g = 0u; g < 1u; g++)",
+    ),
+    # dropout: skipped in the forward, transposed in the backward, a different hash
+    _fast("fwd-no-dropout", FAST_FWD, "if (p.dropout_prob > 0.0) {", "if (p.dropout_prob > 1.0) {"),
+    _fast("bwd-dropout-transposed", FAST_BWD, "ff_keep4(bh, qi, kj)", "ff_keep4(bh, kj, qi)"),
+    _fast("dropout-hash", FAST_COMMON, "(word >> vec4<u32>(22u))", "(word >> vec4<u32>(21u))"),
+    # Delta, per-row statistics, LSE
+    _fast("no-delta", FAST_BWD, "vec2<f32>((acc.x + acc.y) + (acc.z + acc.w),", "vec2<f32>(0.0,"),
+    _fast(
+        "dq-row-stats",
+        FAST_BWD,
+        "let st1 = ffb_stat(bh, rows.y);",
+        "let st1 = ffb_stat(bh, rows.x);",
+    ),
+    _fast("fwd-lse-off", FAST_FWD, "m + log(lt)", "m + log(lt + 1.0e-3)"),
+    # the second half of head_dim (> 64): not rescaled, or the first half stored twice
+    _fast("fwd-no-rescale-hi", FAST_FWD, "o.hi[0] * corr.x,", "o.hi[0],"),
+    _fast("dkdv-store-hi", FAST_BWD, "64u + t.x * 4u, dv_hi);", "64u + t.x * 4u, dv_lo);"),
+)
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -103,4 +194,5 @@ MUTANTS: tuple[Mutant, ...] = (
         "delta4 = delta4;",
     ),
     Mutant("fwd-lse-off", FORWARD_FILE, "lse = m + log(l);", "lse = m + log(l + 1.0e-3);"),
+    *FAST_MUTANTS,
 )

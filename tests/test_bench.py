@@ -1,0 +1,71 @@
+"""`python -m py_harness bench`: its arithmetic, its plot, its imports, and one tiny run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from py_harness.config import AttentionConfig
+from py_harness.host.bench_impls import flops
+from py_harness.host.bench_plot import write_svg
+from py_harness.host.runtimes import runtime
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_flops_follow_the_brief() -> None:
+    cfg = AttentionConfig(1, 16, 4096, 4096, 64)
+    fwd, bwd = flops(cfg)
+    assert fwd == 4 * 16 * 4096 * 4096 * 64 and bwd == 2.5 * fwd
+    causal = AttentionConfig(1, 16, 4096, 4096, 64, causal=True)
+    assert flops(causal) == (fwd / 2, bwd / 2)
+
+
+def test_svg_has_a_line_per_implementation_and_panel(tmp_path: Path) -> None:
+    rows = [
+        {"impl": impl, "seq": s, "head_dim": 64, "causal": c, "fwd_ms": s / k, "bwd_ms": s / k}
+        for impl, k in (("seed", 1), ("fast", 4), ("torch-cuda", 9))
+        for s in (1024, 2048)
+        for c in (False, True)
+    ]
+    path = tmp_path / "bench.svg"
+    write_svg(path, rows, title="a <GPU> & more")
+    root = ET.parse(path).getroot()  # well-formed XML, title escaped
+    lines = root.findall("{http://www.w3.org/2000/svg}polyline")
+    assert len(lines) == 3 * 2 * 2  # implementations x (forward, backward) x causal
+
+
+def test_bench_imports_neither_pytest_nor_playwright() -> None:
+    code = (
+        "import sys, py_harness.__main__, py_harness.host.bench; "
+        "bad = [m for m in ('pytest', 'playwright', 'torch') if m in sys.modules]; "
+        "sys.exit(str(bad) if bad else 0)"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+@pytest.mark.slow
+def test_tiny_bench_writes_table_json_and_plot(tmp_path: Path, capsys) -> None:
+    why = runtime("wgpu").missing()
+    if why:
+        pytest.skip(why)
+    from py_harness.host.bench import main
+
+    out_json, out_svg = tmp_path / "b.json", tmp_path / "b.svg"
+    argv = ["--seq", "17,40", "--head-dim", "16", "--heads", "2", "--runs", "1"]
+    argv += ["--warmup", "0", "--causal", "yes", "--no-torch", "--verify"]
+    argv += ["--json", str(out_json), "--plot", str(out_svg), "--variant", "seed,fast"]
+    assert main(argv) == 0
+    doc = json.loads(out_json.read_text())
+    impls = {(r["impl"], r["seq"]) for r in doc["rows"]}
+    assert impls == {(i, s) for i in ("seed", "fast", "numpy-f32") for s in (17, 40)}
+    assert all(r["fwd_ms"] > 0 and r["bwd_ms"] > 0 for r in doc["rows"])
+    assert [v["passed"] for v in doc["verify"]] == [True, True]
+    assert set(doc["compile_ms"]) == {"seed", "fast"}
+    ET.parse(out_svg)
+    assert "harness overhead" in capsys.readouterr().out
