@@ -143,7 +143,7 @@ return vec2<u32>(begin, end);
 
 // Dispatch: (1, ceil(seq_q / FA2_ROWS), batch * num_heads). One query row per
 // invocation; K/V stream through workgroup memory in tiles of FA2_TILE rows;
-// online softmax (running max m, running sum l) keeps memory O(Sq).
+// online softmax per tile (running max m, running sum l) keeps memory O(Sq).
 @compute @workgroup_size(128)
 fn flash_fwd(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
 let p = fa2_params;
@@ -182,23 +182,41 @@ fa2_tk[r * FA2_D4 + c] = kv;
 fa2_tv[r * FA2_D4 + c] = vv;
 }
 workgroupBarrier();
+// The tile's scores first, so the running max and the rescale of acc happen
+// once per tile rather than once per key, and the tile's weights are summed
+// before they meet the running sum l (less rounding error in l, and so in
+// the LSE, than adding every key to l one by one: measured on an H200).
+var s_tile: array<f32, 16>; // FA2_TILE
+var m_tile = FA2_MASKED;
 for (var j = 0u; j < FA2_TILE; j++) {
 let kj = k0 + j;
-if (!fa2_visible(qi, kj)) { continue; }
+var s = FA2_MASKED; // invisible keys count as masked
+if (fa2_visible(qi, kj)) {
 var dot4 = vec4<f32>(0.0);
 for (var c = 0u; c < d4; c++) { dot4 = fma(q_reg[c], fa2_tk[j * FA2_D4 + c], dot4); }
-let s = dot4.x + dot4.y + dot4.z + dot4.w + fa2_mask_at(b, h, qi, kj);
-if (s <= FA2_MASKED) { continue; }
-let m_new = max(m, s);
+s = dot4.x + dot4.y + dot4.z + dot4.w + fa2_mask_at(b, h, qi, kj);
+}
+s_tile[j] = s;
+m_tile = max(m_tile, s);
+}
+if (m_tile > FA2_MASKED) {
+let m_new = max(m, m_tile);
 let corr = exp(m - m_new);
+for (var c = 0u; c < d4; c++) { acc[c] = acc[c] * corr; }
+var l_tile = 0.0;
+for (var j = 0u; j < FA2_TILE; j++) {
+let s = s_tile[j];
+if (s <= FA2_MASKED) { continue; }
 let pj = exp(s - m_new);
 // The softmax denominator counts every weight; dropout only changes
 // what reaches O.
-l = l * corr + pj;
-let w = pj * dropout_scale(p.dropout_prob, p.seed, bh, qi, kj);
+l_tile += pj;
+let w = pj * dropout_scale(p.dropout_prob, p.seed, bh, qi, k0 + j);
 for (var c = 0u; c < d4; c++) {
-acc[c] = fma(vec4<f32>(w), fa2_tv[j * FA2_D4 + c], acc[c] * corr);
+acc[c] = fma(vec4<f32>(w), fa2_tv[j * FA2_D4 + c], acc[c]);
 }
+}
+l = l * corr + l_tile;
 m = m_new;
 }
 workgroupBarrier();

@@ -7,6 +7,7 @@ e.g. `d59-sq113-sk203-gqa6x2-causal`. Sizes are chosen for SwiftShader on 2 CPU 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from ..config import AttentionConfig
@@ -121,6 +122,9 @@ CASES: tuple[Case, ...] = (
     Case(59, 113, 203, num_heads=6, num_kv_heads=2, causal=True, dropout_p=0.17),
     # at least 1024 keys
     Case(64, 64, 1031, num_heads=2, num_kv_heads=2, smoke=True),
+    # a long sum at the largest head_dim: the forward's LSE failed the 2x rule here on an
+    # H200 (1.26x at Sk 1024) while it summed the softmax denominator key by key
+    Case(128, 16, 1024, num_heads=2, num_kv_heads=1),
     # rows left with no visible key by the window (queries shifted past the keys), alone
     # and with causal: O = 0, LSE = sentinel, zero gradients, no NaN
     Case(32, 17, 17, offset=20, window=8),
@@ -149,26 +153,38 @@ def with_seed(case: Case, seed: int) -> Case:
     return replace(case, seed=seed)
 
 
-# (variant, adapter substring, case id) -> what is known. Measured, and strict: a listed
-# case that passes fails the run, so the list cannot go stale. "" matches any adapter.
+# (variant, adapter pattern, case id) -> what is known. Measured, and strict: a listed
+# case that passes fails the run, so the list cannot go stale. The pattern is a regular
+# expression searched in the adapter's name, case-insensitively.
 KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
     ("seed", "llvmpipe", "d111-sq203-sk113-mqa6x1"): (
         "Mesa 22.3.6 lavapipe (LLVM 15) returns wrong dK/dV from the seed's flash_bwd_dk_dv "
         "at head_dim 111 with 6 query heads over 1 KV head and 203 queries; the same WGSL "
         "through naga on SwiftShader, and through Tint in Chromium, passes"
     ),
-    ("seed", "", "d32-sq5-sk17-gqa6x2-causal-big"): (
+    ("seed", "llvmpipe", "d128-sq16-sk1024-mqa2x1"): (
+        "lavapipe returns wrong O (forward, with either forward kernel we tried) and wrong "
+        "dQ (the seed's flash_bwd_dq) at head_dim 128 over 1024 keys; 512 keys, or head_dim "
+        "64, pass; at head_dim 112 only dQ is wrong. Chromium (SwiftShader) and an H200 pass"
+    ),
+    ("seed", "swiftshader", "d16-sq59-sk111-b2-h4-mask-rows-inf"): (
+        "the seed's dK at 1.06x the 3x bound on SwiftShader for this case's inputs. Its "
+        "sequential dK sums sit near FlashAttention's bound: over 12 input draws of this case "
+        "the worst gradient ratio averaged 0.37 (max 1.06, this draw) after our forward, "
+        "and 0.35 (max 0.86) with the earlier key-by-key forward, whose O differs by an ulp"
+    ),
+    ("seed", "llvmpipe|swiftshader", "d32-sq5-sk17-gqa6x2-causal-big"): (
         "the seed's dK/dV pass scales K where its dQ pass (which computes the LSE) scales Q, "
         "so with logits near 100 exp(s - lse) carries their rounding difference: dV at "
-        "1.02x FlashAttention's overflow bound (5x), 1.62x the usual 3x, on every runtime. "
-        "Scaling the staged Q instead (and dropping the scale from dS) gives 0.22x; the "
-        "seed stays as given, a variant can fix it"
+        "1.02x FlashAttention's overflow bound (5x), 1.62x the usual 3x, on lavapipe and "
+        "SwiftShader (an H200 happens to pass, at 0.49x). Scaling the staged Q instead "
+        "(and dropping the scale from dS) gives 0.22x; the seed stays as given"
     ),
 }
 
 
 def known_failure(variant: str, adapter: str, case: Case) -> str | None:
-    for (name, needle, case_id), why in KNOWN_FAILURES.items():
-        if name == variant and needle in adapter and case_id == case.id:
+    for (name, pattern, case_id), why in KNOWN_FAILURES.items():
+        if name == variant and case_id == case.id and re.search(pattern, adapter, re.I):
             return why
     return None

@@ -170,7 +170,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "fwd-no-dropout",
         FORWARD_FILE,
-        "let w = pj * dropout_scale(p.dropout_prob, p.seed, bh, qi, kj);",
+        "let w = pj * dropout_scale(p.dropout_prob, p.seed, bh, qi, k0 + j);",
         "let w = pj;",
     ),
     Mutant(
@@ -194,5 +194,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "delta4 = delta4;",
     ),
     Mutant("fwd-lse-off", FORWARD_FILE, "lse = m + log(l);", "lse = m + log(l + 1.0e-3);"),
+    Mutant(
+        "fwd-no-rescale",
+        FORWARD_FILE,
+        "for (var c = 0u; c < d4; c++) { acc[c] = acc[c] * corr; }",
+        "",
+    ),
     *FAST_MUTANTS,
 )
