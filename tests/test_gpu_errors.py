@@ -43,3 +43,20 @@ def test_harness_keeps_working_after_an_error(harness: Session) -> None:
         run_on(harness, CONTROL.config(), make_inputs(CONTROL), sources=sources)
     reply = run_on(harness, CONTROL.config(), make_inputs(CONTROL))
     assert set(reply["arrays"]) == {"o", "lse", "dq", "dk", "dv"}
+
+
+def test_pipeline_validation_error_carries_the_drivers_words(harness: Session) -> None:
+    # Valid WGSL that disagrees with the declared layout (q declared read_write where
+    # kernels.py binds it read-only): pipeline creation fails validation, inside an error
+    # scope in the browser, as an exception on wgpu-py.
+    sources = shader_sources()
+    sources[FORWARD_FILE] = sources[FORWARD_FILE].replace(
+        "var<storage, read> fa2_q", "var<storage, read_write> fa2_q", 1
+    )
+    with pytest.raises(Exception) as err:
+        run_on(harness, CONTROL.config(), make_inputs(CONTROL), sources=sources)
+    text = error_text(err.value)
+    assert "GPUError" in f"{type(err.value).__name__} {text}", text
+    assert "flash_fwd" in text, text  # where: the pipeline it was creating
+    reply = run_on(harness, CONTROL.config(), make_inputs(CONTROL))  # the next case runs
+    assert set(reply["arrays"]) == {"o", "lse", "dq", "dk", "dv"}
