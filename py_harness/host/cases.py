@@ -134,6 +134,8 @@ CASES: tuple[Case, ...] = (
     # at 62) and tiles whose farthest pair is exactly `window` apart (offset 1, window 64)
     Case(32, 66, 128, causal=True, bottom_right=True, smoke=True),
     Case(16, 128, 130, offset=1, window=64, smoke=True),
+    # one visible key per row (window 1, Sk 1): P must be exactly 1 (found by the fuzzer)
+    Case(109, 7, 1, num_heads=3, num_kv_heads=3, window=1),
     # FlashAttention's overflow test: large logits stay finite and within the rule
     Case(64, 17, 128, large_logits=True, smoke=True),
     Case(32, 5, 17, num_heads=6, num_kv_heads=2, causal=True, large_logits=True),
@@ -172,6 +174,12 @@ KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
         "sequential dK sums sit near FlashAttention's bound: over 12 input draws of this case "
         "the worst gradient ratio averaged 0.37 (max 1.06, this draw) after our forward, "
         "and 0.35 (max 0.86) with the earlier key-by-key forward, whose O differs by an ulp"
+    ),
+    ("seed", "llvmpipe|swiftshader", "d109-sq7-sk1-h3-win1"): (
+        "a row with one visible key has P = 1 exactly, so float32 NumPy is exact and the "
+        "bound is the 1e-6 floor; the seed's dK/dV pass recomputes s with K scaled where the "
+        "LSE came from Q scaled, so P = exp(s' - lse) is off by a few ulps: dV at 1.19x "
+        "(found by tests/test_fuzz.py). The fast variant passes (0.00)"
     ),
     ("seed", "llvmpipe|swiftshader", "d32-sq5-sk17-gqa6x2-causal-big"): (
         "the seed's dK/dV pass scales K where its dQ pass (which computes the LSE) scales Q, "
