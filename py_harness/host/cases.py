@@ -175,6 +175,11 @@ KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
         "the worst gradient ratio averaged 0.37 (max 1.06, this draw) after our forward, "
         "and 0.35 (max 0.86) with the earlier key-by-key forward, whose O differs by an ulp"
     ),
+    ("seed", "H200", "d32-sq59-sk111-b2-h4-mask-batch"): (
+        "the seed's dK at 1.02x the 3x bound on an NVIDIA H200 (Vulkan, wgpu-py), after our "
+        "per-tile forward (0.79x with the earlier key-by-key one): the same near-the-bound "
+        "dK sums as on the SwiftShader rows-inf case; the fast variant passes at 0.30x"
+    ),
     ("seed", "llvmpipe|swiftshader", "d109-sq7-sk1-h3-win1"): (
         "a row with one visible key has P = 1 exactly, so float32 NumPy is exact and the "
         "bound is the 1e-6 floor; the seed's dK/dV pass recomputes s with K scaled where the "
