@@ -69,10 +69,10 @@ class AttentionRunner:
         """tensors: q, k, v (and d_out for backward, mask when cfg.mask_shape) as f32 bytes."""
         # All checks come before any GPU work: bad input loses nothing.
         validate(cfg)
+        validate_sizes(cfg, self.device.limits)  # first: a too-large case needs no tensors
         check_input_bytes(cfg, tensors)
         if backward and "d_out" not in tensors:
             check_input_bytes(cfg, {**tensors, "d_out": b""})
-        validate_sizes(cfg, self.device.limits)
         self.check_limits()
         if not 1 <= backward_runs <= 16:
             raise ValueError(f"backward_runs: must be in [1, 16], got {backward_runs}")

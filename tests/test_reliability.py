@@ -100,3 +100,14 @@ def test_crashed_page_fails_that_call_and_the_next_gets_a_fresh_page(harness: Se
 def _raise_crashed(harness: BrowserSession) -> None:
     # call() reopens a crashed page before it starts; report the crash the way it would.
     raise PageError("ping", "the page crashed", None)
+
+
+def test_a_case_over_the_device_limits_fails_alone(harness: Session) -> None:
+    # q alone would be 2 GiB: over maxStorageBufferBindingSize on every adapter here. The
+    # page refuses it from the config before it asks for tensors or touches the GPU.
+    big = Case(128, 2**21, 16, num_heads=2, num_kv_heads=2).config()
+    with pytest.raises(Exception) as err:
+        harness.call("run_case", {"config": big.to_dict(), "tensors": {}})
+    text = page_text(err.value)
+    assert "q / d_out: needs a 2147483648-byte buffer, over the device limit" in text, text
+    assert evaluate(SMALL, harness).passed
