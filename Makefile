@@ -1,7 +1,8 @@
 # The two commands: `make check` (the main job) and `make test` (the test suite).
 # Each runs scripts/setup.sh first, which installs what is missing and is quick after that.
 PY := .venv/bin/python
-RUNTIME ?= chromium
+RUNTIME ?= all
+VARIANT ?= seed
 
 .PHONY: setup check test smoke lint serve
 
@@ -9,7 +10,7 @@ setup:
 	bash scripts/setup.sh
 
 check: setup
-	$(PY) -m py_harness check --runtime $(RUNTIME)
+	$(PY) -m py_harness check --runtime $(RUNTIME) --variant $(VARIANT)
 
 test: setup
 	$(PY) -m pytest
