@@ -3,7 +3,8 @@
 // ============================================================================
 // Conventions (layout, masking, window, GQA, dropout, empty rows) are those of
 // flash_attention_v2.wgsl, which comes first in every module of this variant: its
-// FlashParams struct and dropout_scale / hash3 are reused as they are. Then one of
+// FlashParams struct and fa2_pcg are reused (ff_keep4 is dropout_scale for four pairs,
+// checked bit for bit by the dropout cases). Then one of
 // fa2_fast_d64.wgsl / fa2_fast_d128.wgsl (FF_NCOL, FF_VK), this file, and
 // fa2_fast_forward.wgsl or fa2_fast_backward.wgsl, which each define
 //   fn ff_load4(buf: u32, i: u32, n: u32) -> vec4<f32>
@@ -228,7 +229,10 @@ s = mat4x4<f32>(ff_dot4(s[0], a[0], b), ff_dot4(s[1], a[1], b), ff_dot4(s[2], a[
 }
 return s;
 }
-// This invocation's 4x4 block of A B^T over all of head_dim.
+// This invocation's 4x4 block of A B^T over all of head_dim. (Prefetching the next
+// chunk into registers while this one is multiplied would hide global-load latency
+// within a workgroup, but SwiftShader's compiler then needs minutes for the dK/dV pass;
+// on a GPU the other resident workgroups hide it instead.)
 fn ff_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
 var s = mat4x4<f32>();
 for (var c0 = 0u; c0 < ff_params.head_dim; c0 += 16u) {
