@@ -25,7 +25,6 @@ from .device import (
     ShaderCompileError,
     device_limits,
     layout_entries,
-    pass_times_ms,
 )
 
 _LIMITS = tuple(REQUIRED_LIMITS)
@@ -163,11 +162,7 @@ class BrowserDevice(Device):
         await self._scoped("onSubmittedWorkDone", self._device.queue.onSubmittedWorkDone())
         if not timed:
             return None
-        try:
-            return pass_times_ms(await self.read_buffer(resolved))
-        finally:
-            self.destroy_buffer(resolved)
-            queries.destroy()
+        return await self.collect_pass_times(resolved, queries)
 
     def destroy(self) -> None:
         self._device.destroy()

@@ -153,6 +153,14 @@ class Device(ABC):
         scopes. Returns GPU time in ms from timestamp queries (the sum over passes), or
         None where the device lacks the timestamp-query feature."""
 
+    async def collect_pass_times(self, resolved: Buffer, queries: Any) -> float:
+        """Read resolved timestamps (see pass_times_ms), then free the buffer and query set."""
+        try:
+            return pass_times_ms(await self.read_buffer(resolved))
+        finally:
+            self.destroy_buffer(resolved)
+            queries.destroy()
+
     @property
     def has_timestamps(self) -> bool:
         return "timestamp-query" in self.features

@@ -24,7 +24,6 @@ from .device import (
     ShaderCompileError,
     device_limits,
     layout_entries,
-    pass_times_ms,
 )
 
 _COMPUTE = wgpu.ShaderStage.COMPUTE
@@ -127,11 +126,7 @@ class NativeDevice(Device):
         self._guard("wait", lambda: dev.queue.read_buffer(self._fence))
         if not timed:
             return None
-        try:
-            return pass_times_ms(await self.read_buffer(resolved))
-        finally:
-            self.destroy_buffer(resolved)
-            queries.destroy()
+        return await self.collect_pass_times(resolved, queries)
 
     def destroy(self) -> None:
         # wgpu-py 0.32 does not implement device.lost; record the loss ourselves so the
