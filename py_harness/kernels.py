@@ -130,9 +130,15 @@ SEED = Variant(
 )
 
 
+# fa2_fast_common.wgsl's FF_BR (rows per workgroup; 4 FF_BR invocations) and the bytes of
+# its workgroup array; tests/test_variants.py reads both from the WGSL.
+FAST_ROWS = 64
+FAST_WORKGROUP_BYTES = 30208
+
+
 def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> Variant:
     """The register-tiled kernels (shaders/fa2_fast_*.wgsl) with tiles for head_dim <= 64 or
-    <= 128: 64 x 64 score tiles in 4 x 4 blocks per invocation, 256 invocations."""
+    <= 128: FAST_ROWS x 64 score tiles in 4 x 4 blocks per invocation."""
     base = (FORWARD_FILE, f"fa2_fast_d{head_dim}.wgsl", "fa2_fast_common.wgsl")
     fwd, bwd = (*base, "fa2_fast_forward.wgsl"), (*base, "fa2_fast_backward.wgsl")
     pm = {8: ("params", UNIFORM), 9: ("mask", RO)}
@@ -142,7 +148,12 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
         description="register-tiled forward; backward from the forward's LSE: Delta pass, "
         "dQ pass, dK/dV pass (no atomics)",
         forward=Kernel(
-            "fa2f_fwd", fwd, {**qkv, 3: ("o", RW), 4: ("lse", RW), **pm}, "seq_q", "num_heads", 64
+            "fa2f_fwd",
+            fwd,
+            {**qkv, 3: ("o", RW), 4: ("lse", RW), **pm},
+            "seq_q",
+            "num_heads",
+            FAST_ROWS,
         ),
         backward=(
             Kernel(
@@ -159,7 +170,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
                 {**qkv, 4: ("d_out", RO), 5: ("dq", RW), **pm, 10: ("stats", RO)},
                 "seq_q",
                 "num_heads",
-                64,
+                FAST_ROWS,
             ),
             Kernel(
                 "fa2f_bwd_dk_dv",
@@ -167,12 +178,12 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
                 {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RO)},
                 "seq_k",
                 "kv_heads",
-                64,
+                FAST_ROWS,
             ),
         ),
         required_limits={
             "maxStorageBuffersPerShaderStage": 8,
-            "maxComputeWorkgroupStorageSize": 31744,  # fa2_fast_common.wgsl
+            "maxComputeWorkgroupStorageSize": FAST_WORKGROUP_BYTES,
             "maxComputeInvocationsPerWorkgroup": 256,
             "maxComputeWorkgroupSizeX": 256,
         },

@@ -26,15 +26,23 @@
 @group(0) @binding(10) var<storage, read> ffb_stats: array<vec2<f32>>;
 @group(0) @binding(11) var<storage, read> ffb_lse: array<f32>;
 
-fn ff_load4(buf: u32, i: u32, n: u32) -> vec4<f32> {
-var r: vec4<f32>;
+fn ff_load8(buf: u32, i: u32, j: u32) -> FfPair {
+var r: FfPair;
 switch buf {
-case FF_Q: { r = vec4<f32>(ffb_q[i], ffb_q[i + 1u], ffb_q[i + 2u], ffb_q[i + 3u]); }
-case FF_K: { r = vec4<f32>(ffb_k[i], ffb_k[i + 1u], ffb_k[i + 2u], ffb_k[i + 3u]); }
-case FF_V: { r = vec4<f32>(ffb_v[i], ffb_v[i + 1u], ffb_v[i + 2u], ffb_v[i + 3u]); }
-default: { r = vec4<f32>(ffb_do[i], ffb_do[i + 1u], ffb_do[i + 2u], ffb_do[i + 3u]); }
+case FF_Q: {
+r = FfPair(vec4<f32>(ffb_q[i], ffb_q[i + 1u], ffb_q[i + 2u], ffb_q[i + 3u]), vec4<f32>(ffb_q[j], ffb_q[j + 1u], ffb_q[j + 2u], ffb_q[j + 3u]));
 }
-return ff_pick(r, n);
+case FF_K: {
+r = FfPair(vec4<f32>(ffb_k[i], ffb_k[i + 1u], ffb_k[i + 2u], ffb_k[i + 3u]), vec4<f32>(ffb_k[j], ffb_k[j + 1u], ffb_k[j + 2u], ffb_k[j + 3u]));
+}
+case FF_V: {
+r = FfPair(vec4<f32>(ffb_v[i], ffb_v[i + 1u], ffb_v[i + 2u], ffb_v[i + 3u]), vec4<f32>(ffb_v[j], ffb_v[j + 1u], ffb_v[j + 2u], ffb_v[j + 3u]));
+}
+default: {
+r = FfPair(vec4<f32>(ffb_do[i], ffb_do[i + 1u], ffb_do[i + 2u], ffb_do[i + 3u]), vec4<f32>(ffb_do[j], ffb_do[j + 1u], ffb_do[j + 2u], ffb_do[j + 3u]));
+}
+}
+return r;
 }
 
 // Dispatch: (1, ceil(seq_q / 256), batch * num_heads); one query row per invocation.

@@ -7,8 +7,8 @@
 // checked bit for bit by the dropout cases). Then one of
 // fa2_fast_d64.wgsl / fa2_fast_d128.wgsl (FF_NCOL, FF_VK), this file, and
 // fa2_fast_forward.wgsl or fa2_fast_backward.wgsl, which each define
-//   fn ff_load4(buf: u32, i: u32, n: u32) -> vec4<f32>
-// (n floats of buffer `buf` from flat index i, zeros after) over their own bindings.
+//   fn ff_load8(buf: u32, i: u32, j: u32) -> FfPair
+// (floats [i, i + 4) and [j, j + 4) of buffer `buf`) over their own bindings.
 //
 // Tiling. A workgroup of 256 invocations owns FF_BR = 64 rows (queries; keys in the
 // dK/dV pass) and walks the other side in tiles of FF_BC = 64 columns. Invocation
@@ -16,34 +16,44 @@
 // the score tile in a mat4x4 whose column i holds row i's four scores. Registers are
 // only ever indexed by constants (mat columns, vec components): a dynamically indexed
 // private array would live in local memory on a GPU.
-// - Score GEMMs (S = Q K^T, dP = dO V^T) stream head_dim in chunks of 16 floats through
-//   ff_stage (A rows, then B rows), so workgroup memory does not grow with head_dim.
-// - The second GEMM (P V, dS K, P^T dO, dS^T Q) reads the 64x64 tile from ff_p and
-//   streams FF_VK rows x head_dim of the other operand through ff_stage. Invocation tx
-//   owns output vec4 columns tx and tx + 16 (FF_NCOL of them) of its four rows.
-// Row strides of 5 / 17 / 16 FF_NCOL + 1 vec4 keep the vec4 reads of 8 consecutive tx
+// - Score GEMMs (S = Q K^T, dP = dO V^T) stream head_dim in chunks of 32 floats through
+//   the staging area (A rows, then B rows), so workgroup memory does not grow with
+//   head_dim. The next chunk's global loads are issued before the current one is
+//   multiplied (on the H200 this measured the same as loading each step's data at the
+//   step, within 1 %: the resident workgroups hide the latency either way).
+// - The second GEMM (P V, dS K, P^T dO, dS^T Q) reads the 64x64 tile from the P area and
+//   streams FF_VK rows x head_dim of the other operand through the row-staging area.
+//   Invocation tx owns output vec4 columns tx and tx + 16 (FF_NCOL of them) of its rows.
+// Row strides of 9 / 17 / 16 FF_NCOL + 1 vec4 keep the vec4 reads of 8 consecutive tx
 // (or 4 consecutive ty) of a 32-wide subgroup on distinct banks.
-// Workgroup memory: (640 + 1088 + 256) * 16 = 31744 bytes.
+// Workgroup memory is one array in phases separated by barriers: the score staging
+// [0, 1152) is free once a score tile is done, so the P tile [0, 1088) overlays it; the
+// row staging [1088, 1632) and the row reductions [1632, 1888) have their own places.
+// 1888 * 16 = 30208 bytes.
 @group(0) @binding(8) var<uniform> ff_params: FlashParams;
 @group(0) @binding(9) var<storage, read> ff_mask: array<f32>;
 
 const FF_BR: u32 = 64u;
 const FF_BC: u32 = 64u;
-const FF_AS: u32 = 5u; // row stride (vec4) of a staged score-operand chunk
-const FF_PS: u32 = 17u; // row stride (vec4) of ff_p
+const FF_KC: u32 = 32u; // head_dim chunk of the score GEMMs (floats)
+const FF_AS: u32 = FF_KC / 4u + 1u; // row stride (vec4) of a staged score-operand chunk
+const FF_PS: u32 = 17u; // row stride (vec4) of the P tile
 const FF_VS: u32 = 16u * FF_NCOL + 1u; // row stride (vec4) of a staged second operand
 const FF_MASKED: f32 = -1.0e30; // a score <= this is masked (FA2_MASKED)
 const FF_OUT: f32 = -3.0e38; // what a masked score becomes: exp(FF_OUT - m) == 0
 const FF_EMPTY_LSE: f32 = 3.0e38;
-// ff_load4 buffer ids.
+// ff_load8 buffer ids.
 const FF_Q: u32 = 0u;
 const FF_K: u32 = 1u;
 const FF_V: u32 = 2u;
 const FF_DO: u32 = 3u;
 
-var<workgroup> ff_stage: array<vec4<f32>, 640>; // 2 x 64 x FF_AS, or FF_VK x FF_VS
-var<workgroup> ff_p: array<vec4<f32>, 1088>; // 64 x FF_PS: P or dS of the tile
-var<workgroup> ff_red: array<vec4<f32>, 256>; // 64 rows x 16 partials (row max / sum)
+// Offsets (vec4) into ff_smem.
+const FF_SB: u32 = 64u * FF_AS; // score staging: A rows at 0, B rows here (2 x 64 x FF_AS)
+const FF_P0: u32 = 0u; // P or dS of the tile: 64 x FF_PS, over the score staging
+const FF_V0: u32 = 64u * FF_PS; // row staging: FF_VK x FF_VS (<= 544 for both tile sizes)
+const FF_R0: u32 = FF_V0 + 544u; // 64 rows x 16 partials (row max / sum)
+var<workgroup> ff_smem: array<vec4<f32>, 1888>;
 
 // Rows [row0, row0 + n) of a [B, S, heads, D] tensor: row r starts at base + r * stride;
 // rows >= rows read as zero; values are multiplied by mul.
@@ -168,35 +178,61 @@ return vec2<u32>(begin, end);
 }
 
 // ---- staging (no barriers here: callers place them) ----
-// The first n components of v (n may exceed 4), zeros after: ff_load4 reads 4 floats and
+// The first n components of v (n may exceed 4), zeros after: ff_load8 reads 4 floats and
 // drops those past the row (an index past the buffer's end is clamped by WebGPU).
 fn ff_pick(v: vec4<f32>, n: u32) -> vec4<f32> {
 return select(vec4<f32>(0.0), v, vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(n));
 }
-// Chunk [c0, c0 + 16) of head_dim of 64 rows into ff_stage half `half` (0: A, 1: B).
-fn ff_stage_chunk(lid: u32, src: FfRows, half: u32, c0: u32) {
-let r = lid >> 2u;
-let c = c0 + (lid & 3u) * 4u;
+struct FfPair {
+a: vec4<f32>,
+b: vec4<f32>,
+};
+// Fetching: an invocation loads two vec4s per staged step (vec4s lid and lid + 256 of the
+// step's 512). Both come from one ff_load8 call, which switches on the buffer once and
+// loads without branches; a vec4 past the rows or head_dim is loaded from a clamped index
+// and zeroed after. (One switch per vec4, loads inside, cost 10-15 % on the H200: the
+// loads could not be issued together.)
+// Flat index of element c of row r of src (r relative to src.row0).
+fn ff_at(src: FfRows, r: u32, c: u32) -> u32 {
+return src.base + (src.row0 + r) * src.stride + c;
+}
+// v (4 floats from column c of row r) with those past head_dim zeroed, times src.mul; zero
+// when the row is past the end or c past head_dim.
+fn ff_valid4(v: vec4<f32>, src: FfRows, r: u32, c: u32) -> vec4<f32> {
 let d = ff_params.head_dim;
-var v = vec4<f32>(0.0);
-if (src.row0 + r < src.rows && c < d) {
-v = ff_load4(src.buf, src.base + (src.row0 + r) * src.stride + c, d - c) * src.mul;
+return select(vec4<f32>(0.0), ff_pick(v, d - c) * src.mul, src.row0 + r < src.rows && c < d);
 }
-ff_stage[half * 64u * FF_AS + r * FF_AS + (lid & 3u)] = v;
+// The 4 floats at rows r.x and r.y, columns c.x and c.y of src, as ff_valid4 leaves them.
+fn ff_fetch_pair(src: FfRows, r: vec2<u32>, c: vec2<u32>) -> FfPair {
+let v = ff_load8(src.buf, ff_at(src, r.x, c.x), ff_at(src, r.y, c.y));
+return FfPair(ff_valid4(v.a, src, r.x, c.x), ff_valid4(v.b, src, r.y, c.y));
 }
-// Rows [row0 + r0, + FF_VK) x all of head_dim into ff_stage (row stride FF_VS).
-fn ff_stage_rows(lid: u32, src: FfRows, r0: u32) {
+// This invocation's share of chunk [c0, c0 + FF_KC) of head_dim of 64 rows, loaded but not
+// yet staged (zeros past the rows or head_dim).
+fn ff_fetch_chunk(lid: u32, src: FfRows, c0: u32) -> FfPair {
+let w = FF_KC / 4u;
+let e = lid + 256u;
+return ff_fetch_pair(src, vec2<u32>(lid / w, e / w), c0 + vec2<u32>(lid % w, e % w) * 4u);
+}
+// A fetched chunk into the score staging at `base` (0: A, FF_SB: B).
+fn ff_stage_chunk(lid: u32, base: u32, v: FfPair) {
+let w = FF_KC / 4u;
+ff_smem[base + (lid / w) * FF_AS + lid % w] = v.a;
+let e = lid + 256u;
+ff_smem[base + (e / w) * FF_AS + e % w] = v.b;
+}
+// This invocation's share of rows [row0 + r0, + FF_VK) x all of head_dim (FF_VK x 16 FF_NCOL
+// = 512 vec4s for both tile sizes), fetched but not staged.
+fn ff_fetch_rows(lid: u32, src: FfRows, r0: u32) -> FfPair {
 let w = 16u * FF_NCOL;
-let d = ff_params.head_dim;
-for (var e = lid; e < FF_VK * w; e += 256u) {
-let r = src.row0 + r0 + e / w;
-let c = (e % w) * 4u;
-var v = vec4<f32>(0.0);
-if (r < src.rows && c < d) {
-v = ff_load4(src.buf, src.base + r * src.stride + c, d - c) * src.mul;
+let e = lid + 256u;
+return ff_fetch_pair(src, r0 + vec2<u32>(lid / w, e / w), vec2<u32>(lid % w, e % w) * 4u);
 }
-ff_stage[(e / w) * FF_VS + e % w] = v;
-}
+fn ff_stage_rows(lid: u32, v: FfPair) {
+let w = 16u * FF_NCOL;
+ff_smem[FF_V0 + (lid / w) * FF_VS + lid % w] = v.a;
+let e = lid + 256u;
+ff_smem[FF_V0 + (e / w) * FF_VS + e % w] = v.b;
 }
 
 // ---- register micro-kernels: one fma chain per output, no separate rounding ----
@@ -215,52 +251,56 @@ return mat4x4<f32>(ff_axpy(acc[0], w[0], v), ff_axpy(acc[1], w[1], v), ff_axpy(a
 }
 fn ff_stage_a(t: vec2<u32>, c: u32) -> mat4x4<f32> {
 let i = t.y * FF_AS + c;
-return mat4x4<f32>(ff_stage[i], ff_stage[i + 16u * FF_AS], ff_stage[i + 32u * FF_AS], ff_stage[i + 48u * FF_AS]);
+return mat4x4<f32>(ff_smem[i], ff_smem[i + 16u * FF_AS], ff_smem[i + 32u * FF_AS], ff_smem[i + 48u * FF_AS]);
 }
 
 // S block += A rows . B rows over the staged chunk.
 fn ff_scores_chunk(acc: mat4x4<f32>, t: vec2<u32>) -> mat4x4<f32> {
 var s = acc;
-for (var c = 0u; c < 4u; c++) {
+for (var c = 0u; c < FF_KC / 4u; c++) {
 let a = ff_stage_a(t, c);
-let j = 64u * FF_AS + t.x * FF_AS + c;
-let b = mat4x4<f32>(ff_stage[j], ff_stage[j + 16u * FF_AS], ff_stage[j + 32u * FF_AS], ff_stage[j + 48u * FF_AS]);
+let j = FF_SB + t.x * FF_AS + c;
+let b = mat4x4<f32>(ff_smem[j], ff_smem[j + 16u * FF_AS], ff_smem[j + 32u * FF_AS], ff_smem[j + 48u * FF_AS]);
 s = mat4x4<f32>(ff_dot4(s[0], a[0], b), ff_dot4(s[1], a[1], b), ff_dot4(s[2], a[2], b), ff_dot4(s[3], a[3], b));
 }
 return s;
 }
-// This invocation's 4x4 block of A B^T over all of head_dim. (Prefetching the next
-// chunk into registers while this one is multiplied would hide global-load latency
-// within a workgroup, but SwiftShader's compiler then needs minutes for the dK/dV pass;
-// on a GPU the other resident workgroups hide it instead.)
+// This invocation's 4x4 block of A B^T over all of head_dim. The next chunk's loads are
+// issued before this one's arithmetic (two vec4s per operand in registers).
 fn ff_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
 var s = mat4x4<f32>();
-for (var c0 = 0u; c0 < ff_params.head_dim; c0 += 16u) {
-ff_stage_chunk(lid, a, 0u, c0);
-ff_stage_chunk(lid, b, 1u, c0);
+var na = ff_fetch_chunk(lid, a, 0u);
+var nb = ff_fetch_chunk(lid, b, 0u);
+for (var c0 = 0u; c0 < ff_params.head_dim; c0 += FF_KC) {
+ff_stage_chunk(lid, 0u, na);
+ff_stage_chunk(lid, FF_SB, nb);
 workgroupBarrier();
+na = ff_fetch_chunk(lid, a, c0 + FF_KC);
+nb = ff_fetch_chunk(lid, b, c0 + FF_KC);
 s = ff_scores_chunk(s, t);
 workgroupBarrier();
 }
 return s;
 }
-// acc += ff_p (64 x 64, after a barrier) times rows [v.row0, v.row0 + 64) of v.
+// acc += the P tile (64 x 64, after a barrier) times rows [v.row0, v.row0 + 64) of v.
 fn ff_pv_tile(lid: u32, t: vec2<u32>, acc: FfAcc, v: FfRows) -> FfAcc {
 var o = acc;
+var next = ff_fetch_rows(lid, v, 0u);
 for (var r0 = 0u; r0 < FF_BC; r0 += FF_VK) {
 // Rows past the end are zero in both operands: skip them (uniform).
 if (v.row0 + r0 >= v.rows) { break; }
-ff_stage_rows(lid, v, r0);
+ff_stage_rows(lid, next);
 workgroupBarrier();
+next = ff_fetch_rows(lid, v, r0 + FF_VK); // in flight during the arithmetic below
 for (var k = 0u; k < FF_VK; k += 4u) {
 let pc = (r0 + k) / 4u;
-let i = t.y * FF_PS + pc;
-let w = mat4x4<f32>(ff_p[i], ff_p[i + 16u * FF_PS], ff_p[i + 32u * FF_PS], ff_p[i + 48u * FF_PS]);
-let j = k * FF_VS + t.x;
-o.lo = ff_axpy4(o.lo, w, mat4x4<f32>(ff_stage[j], ff_stage[j + FF_VS], ff_stage[j + 2u * FF_VS], ff_stage[j + 3u * FF_VS]));
+let i = FF_P0 + t.y * FF_PS + pc;
+let w = mat4x4<f32>(ff_smem[i], ff_smem[i + 16u * FF_PS], ff_smem[i + 32u * FF_PS], ff_smem[i + 48u * FF_PS]);
+let j = FF_V0 + k * FF_VS + t.x;
+o.lo = ff_axpy4(o.lo, w, mat4x4<f32>(ff_smem[j], ff_smem[j + FF_VS], ff_smem[j + 2u * FF_VS], ff_smem[j + 3u * FF_VS]));
 if (FF_NCOL > 1u) {
 let j2 = j + 16u;
-o.hi = ff_axpy4(o.hi, w, mat4x4<f32>(ff_stage[j2], ff_stage[j2 + FF_VS], ff_stage[j2 + 2u * FF_VS], ff_stage[j2 + 3u * FF_VS]));
+o.hi = ff_axpy4(o.hi, w, mat4x4<f32>(ff_smem[j2], ff_smem[j2 + FF_VS], ff_smem[j2 + 2u * FF_VS], ff_smem[j2 + 3u * FF_VS]));
 }
 }
 workgroupBarrier();
@@ -271,14 +311,14 @@ return o;
 // ---- tile exchange ----
 fn ff_put_row(row: u32, t: vec2<u32>, v: vec4<f32>) {
 // Columns tx, tx + 16, tx + 32, tx + 48 are vec4 tx / 4 + 4 j, component tx % 4.
-let i = row * FF_PS + (t.x >> 2u);
+let i = FF_P0 + row * FF_PS + (t.x >> 2u);
 let c = t.x & 3u;
-ff_p[i][c] = v.x;
-ff_p[i + 4u][c] = v.y;
-ff_p[i + 8u][c] = v.z;
-ff_p[i + 12u][c] = v.w;
+ff_smem[i][c] = v.x;
+ff_smem[i + 4u][c] = v.y;
+ff_smem[i + 8u][c] = v.z;
+ff_smem[i + 12u][c] = v.w;
 }
-// Stores the block into ff_p; callers barrier before ff_pv_tile reads it.
+// Stores the block into the P tile; callers barrier before ff_pv_tile reads it.
 fn ff_put_p(t: vec2<u32>, s: mat4x4<f32>) {
 ff_put_row(t.y, t, s[0]);
 ff_put_row(t.y + 16u, t, s[1]);
@@ -291,22 +331,23 @@ return max(max(v.x, v.y), max(v.z, v.w));
 fn ff_red_put(t: vec2<u32>, v: vec4<f32>) {
 let c = t.x & 3u;
 let q = t.x >> 2u;
-ff_red[t.y * 4u + q][c] = v.x;
-ff_red[(t.y + 16u) * 4u + q][c] = v.y;
-ff_red[(t.y + 32u) * 4u + q][c] = v.z;
-ff_red[(t.y + 48u) * 4u + q][c] = v.w;
+ff_smem[FF_R0 + t.y * 4u + q][c] = v.x;
+ff_smem[FF_R0 + (t.y + 16u) * 4u + q][c] = v.y;
+ff_smem[FF_R0 + (t.y + 32u) * 4u + q][c] = v.z;
+ff_smem[FF_R0 + (t.y + 48u) * 4u + q][c] = v.w;
 }
 fn ff_red_max(row: u32) -> f32 {
-let i = row * 4u;
-return ff_max4(max(max(ff_red[i], ff_red[i + 1u]), max(ff_red[i + 2u], ff_red[i + 3u])));
+let i = FF_R0 + row * 4u;
+return ff_max4(max(max(ff_smem[i], ff_smem[i + 1u]), max(ff_smem[i + 2u], ff_smem[i + 3u])));
 }
 fn ff_red_sum(row: u32) -> f32 {
-let i = row * 4u;
-let v = (ff_red[i] + ff_red[i + 1u]) + (ff_red[i + 2u] + ff_red[i + 3u]);
+let i = FF_R0 + row * 4u;
+let v = (ff_smem[i] + ff_smem[i + 1u]) + (ff_smem[i + 2u] + ff_smem[i + 3u]);
 return (v.x + v.y) + (v.z + v.w);
 }
 // Per owned row, the max over the 64 tile columns of the 16 invocations sharing it.
-// ff_red must be free (a barrier since its last read); a barrier follows the writes.
+// The reduction area must be free (a barrier since its last read); a barrier follows
+// the writes.
 fn ff_row_max(t: vec2<u32>, partial: vec4<f32>) -> vec4<f32> {
 ff_red_put(t, partial);
 workgroupBarrier();

@@ -4,23 +4,29 @@
 // Module: flash_attention_v2.wgsl, fa2_fast_d64/d128.wgsl, fa2_fast_common.wgsl, this.
 // Writes O and LSE exactly as flash_fwd does (same layout, masking, empty rows).
 // Per key tile of 64: S = (scale Q) K^T in 4x4 register blocks; the row max over the
-// tile through ff_red; P = exp(S - m) into ff_p; O += P V. The running sum l stays a
-// per-invocation partial (all invocations of a row share m, so partials add up) and is
-// reduced once at the end.
+// tile through the reduction area; P = exp(S - m) into the P tile; O += P V. The running
+// sum l stays a per-invocation partial (all invocations of a row share m, so partials add
+// up) and is reduced once at the end.
 @group(0) @binding(0) var<storage, read> ffw_q: array<f32>;
 @group(0) @binding(1) var<storage, read> ffw_k: array<f32>;
 @group(0) @binding(2) var<storage, read> ffw_v: array<f32>;
 @group(0) @binding(3) var<storage, read_write> ffw_out: array<f32>;
 @group(0) @binding(4) var<storage, read_write> ffw_lse: array<f32>;
 
-fn ff_load4(buf: u32, i: u32, n: u32) -> vec4<f32> {
-var r: vec4<f32>;
+fn ff_load8(buf: u32, i: u32, j: u32) -> FfPair {
+var r: FfPair;
 switch buf {
-case FF_Q: { r = vec4<f32>(ffw_q[i], ffw_q[i + 1u], ffw_q[i + 2u], ffw_q[i + 3u]); }
-case FF_K: { r = vec4<f32>(ffw_k[i], ffw_k[i + 1u], ffw_k[i + 2u], ffw_k[i + 3u]); }
-default: { r = vec4<f32>(ffw_v[i], ffw_v[i + 1u], ffw_v[i + 2u], ffw_v[i + 3u]); }
+case FF_Q: {
+r = FfPair(vec4<f32>(ffw_q[i], ffw_q[i + 1u], ffw_q[i + 2u], ffw_q[i + 3u]), vec4<f32>(ffw_q[j], ffw_q[j + 1u], ffw_q[j + 2u], ffw_q[j + 3u]));
 }
-return ff_pick(r, n);
+case FF_K: {
+r = FfPair(vec4<f32>(ffw_k[i], ffw_k[i + 1u], ffw_k[i + 2u], ffw_k[i + 3u]), vec4<f32>(ffw_k[j], ffw_k[j + 1u], ffw_k[j + 2u], ffw_k[j + 3u]));
+}
+default: {
+r = FfPair(vec4<f32>(ffw_v[i], ffw_v[i + 1u], ffw_v[i + 2u], ffw_v[i + 3u]), vec4<f32>(ffw_v[j], ffw_v[j + 1u], ffw_v[j + 2u], ffw_v[j + 3u]));
+}
+}
+return r;
 }
 fn ffw_sum4(v: vec4<f32>) -> f32 {
 return (v.x + v.y) + (v.z + v.w);

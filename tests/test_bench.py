@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -11,9 +12,13 @@ from pathlib import Path
 import pytest
 
 from py_harness.config import AttentionConfig
+from py_harness.gpu.device import pass_times_ms
+from py_harness.host.ablate import ABLATIONS, ablated_sources
 from py_harness.host.bench_impls import flops
 from py_harness.host.bench_plot import write_svg
 from py_harness.host.runtimes import runtime
+from py_harness.host.sessions import shader_sources
+from py_harness.kernels import VARIANTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,6 +54,17 @@ def test_bench_imports_neither_pytest_nor_playwright() -> None:
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
+@pytest.mark.parametrize("name", [n for n in ABLATIONS if n != "baseline"])
+def test_each_ablation_still_applies_to_the_shaders(name: str) -> None:
+    # Mutant.apply raises when an edit's anchor is gone (a kernel edit broke the tool).
+    assert ablated_sources(name) != shader_sources()
+
+
+def test_pass_times_are_per_pass_and_never_negative() -> None:
+    stamps = struct.pack("<6Q", 100, 2_000_100, 7, 5, 10, 500_010)
+    assert pass_times_ms(stamps) == [2.0, 0.0, 0.5]
+
+
 @pytest.mark.slow
 def test_tiny_bench_writes_table_json_and_plot(tmp_path: Path, capsys) -> None:
     why = runtime("wgpu").missing()
@@ -65,6 +81,13 @@ def test_tiny_bench_writes_table_json_and_plot(tmp_path: Path, capsys) -> None:
     impls = {(r["impl"], r["seq"]) for r in doc["rows"]}
     assert impls == {(i, s) for i in ("seed", "fast", "numpy-f32") for s in (17, 40)}
     assert all(r["fwd_ms"] > 0 and r["bwd_ms"] > 0 for r in doc["rows"])
+    # Each variant row breaks its time down by pass (one run: the medians are that run's).
+    for r in doc["rows"]:
+        if r["impl"] in VARIANTS:
+            chosen = VARIANTS[r["impl"]].for_head_dim(16)
+            passes = r["extra"]["pass_ms"]
+            assert list(passes) == [k.entry_point for k in (chosen.forward, *chosen.backward)]
+            assert sum(passes.values()) == pytest.approx(r["fwd_ms"] + r["bwd_ms"], rel=1e-9)
     assert [v["passed"] for v in doc["verify"]] == [True, True]
     assert set(doc["compile_ms"]) == {"seed", "fast"}
     ET.parse(out_svg)

@@ -104,6 +104,7 @@ class Device(ABC):
         self.limits = limits
         self.features = features
         self._pipelines: dict[tuple, Pipeline] = {}
+        self.last_pass_ms: list[float] = []  # per pass, of the last timed run_passes
 
     # -- buffers -------------------------------------------------------------------
     @abstractmethod
@@ -154,9 +155,11 @@ class Device(ABC):
         None where the device lacks the timestamp-query feature."""
 
     async def collect_pass_times(self, resolved: Buffer, queries: Any) -> float:
-        """Read resolved timestamps (see pass_times_ms), then free the buffer and query set."""
+        """Read resolved timestamps (see pass_times_ms), then free the buffer and query set.
+        Returns the sum; each pass's time stays in last_pass_ms (for the benchmark)."""
         try:
-            return pass_times_ms(await self.read_buffer(resolved))
+            self.last_pass_ms = pass_times_ms(await self.read_buffer(resolved))
+            return sum(self.last_pass_ms)
         finally:
             self.destroy_buffer(resolved)
             queries.destroy()
@@ -203,10 +206,8 @@ def layout_entries(layout: Layout, compute_stage: int) -> list[dict]:
     ]
 
 
-def pass_times_ms(resolved: bytes) -> float:
-    """Sum of (end - begin) over passes from resolved timestamp queries (u64 ns pairs)."""
+def pass_times_ms(resolved: bytes) -> list[float]:
+    """(end - begin) of each pass from resolved timestamp queries (u64 ns pairs), in ms."""
     stamps = struct.unpack(f"<{len(resolved) // 8}Q", resolved)
     # A pass whose end reads before its begin (a counter reset) counts as 0, not negative.
-    return (
-        sum(max(0, end - begin) for begin, end in zip(stamps[::2], stamps[1::2], strict=True)) / 1e6
-    )
+    return [max(0, end - begin) / 1e6 for begin, end in zip(stamps[::2], stamps[1::2], strict=True)]

@@ -40,7 +40,7 @@ from .bench_impls import (
     verify_variant,
 )
 from .bench_plot import write_svg
-from .sessions import ROOT, shader_sources
+from .sessions import ROOT, SHADER_DIR, shader_sources
 
 GPU_DEFAULTS = {"seq": "1024,2048,4096", "head_dim": "64,128", "heads": 16, "runs": 10}
 # CPU adapters (lavapipe, SwiftShader) are 1000x slower: small sizes, few runs.
@@ -125,10 +125,12 @@ async def run(args: argparse.Namespace) -> int:
         print(f"# torch: {why}")
     compile_ms = {}
     for v in variants:  # all head_dim specialisations, on a device that has compiled nothing
-        compile_ms[v.name] = await AttentionRunner(dev, shader_sources(), v).prepare()
+        compile_ms[v.name] = await AttentionRunner(dev, shader_sources(args.shaders), v).prepare()
         print(f"# {v.name}: pipelines compiled in {compile_ms[v.name]:.0f} ms")
     print(
-        f"# median of {args.runs} runs after {args.warmup} warm-up; rates in {unit_name}; "
+        f"# median of {args.runs} runs after {args.warmup} warm-up runs and >= "
+        f"{args.warmup_ms:g} ms (the first size also once before, discarded); "
+        f"rates in {unit_name}; "
         "x torch = time / torch's time"
     )
     print(
@@ -136,6 +138,7 @@ async def run(args: argparse.Namespace) -> int:
         f"{'bwd ms':>10} {'bwd rate':>9} {'fwd/torch':>9} {'bwd/torch':>9}  timing"
     )
     out_rows, skipped, verify = [], [], []
+    await _discarded_first(dev, variants, seqs, dims, causals, heads, args)
     for d in dims:
         for causal in causals:
             for s in seqs:
@@ -152,6 +155,8 @@ async def run(args: argparse.Namespace) -> int:
                 rows, torch_row = await _measure(dev, cfg, variants, torch, tdev, args, skipped)
                 for r in rows:
                     print(format_row(r, cfg, torch_row, unit), flush=True)
+                    if passes := r.extra.get("pass_ms") if r.extra else None:
+                        print("#   " + ", ".join(f"{k} {ms:.3f}" for k, ms in passes.items()))
                     out_rows.append(_row_json(r, cfg, torch_row))
     if args.verify:
         verify = await _verify(
@@ -207,6 +212,27 @@ async def _measure(dev, cfg, variants, torch, tdev, args, skipped) -> tuple[list
     return rows, torch_row
 
 
+async def _discarded_first(dev, variants, seqs, dims, causals, heads, args) -> None:
+    """Time the first size once and drop it: on the H200 the first size timed in a fresh
+    process sometimes ran 5x slow through every run and 300 ms of warm-up (not a clock
+    ramp); the sizes after it never did."""
+    if not variants:
+        return
+    cfg = AttentionConfig(
+        args.batch,
+        heads,
+        min(seqs),
+        min(seqs),
+        min(dims),
+        num_kv_heads=args.kv_heads,
+        causal=causals[0],
+    )
+    try:
+        await bench_variant(dev, variants[0], cfg, make_inputs(cfg), args)
+    except Exception as exc:  # the table's own run reports it
+        print(f"# discarded first measurement failed: {type(exc).__name__}: {exc}")
+
+
 async def _verify(dev, variants, seq, dims, causals, heads, args) -> list[dict]:
     out = []
     for v in variants:
@@ -215,7 +241,7 @@ async def _verify(dev, variants, seq, dims, causals, heads, args) -> list[dict]:
                 cfg = AttentionConfig(
                     args.batch, heads, seq, seq, d, num_kv_heads=args.kv_heads, causal=causal
                 )
-                res = await verify_variant(dev, v, cfg, make_inputs(cfg, seed=1))
+                res = await verify_variant(dev, v, cfg, make_inputs(cfg, seed=1), args.shaders)
                 out.append(res)
                 verdict = "PASS" if res["passed"] else "FAIL"
                 print(f"# verify {v.name} seq {seq} D {d} causal {causal}: {verdict}")
@@ -292,12 +318,19 @@ def main(argv: list[str] | None = None) -> int:
         help=f"timed runs; default {GPU_DEFAULTS['runs']} ({CPU_DEFAULTS['runs']} on CPU)",
     )
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument(
+        "--warmup-ms",
+        type=float,
+        default=300.0,
+        help="keep warming up (per variant, size and direction) until this much wall time",
+    )
     ap.add_argument("--no-torch", action="store_true", help="skip torch even if installed")
     ap.add_argument(
         "--numpy-max-seq", type=int, default=1024, help="time NumPy only up to this seq"
     )
     ap.add_argument("--verify", action="store_true", help="judge one size against float64 NumPy")
     ap.add_argument("--verify-seq", type=int, help="the size --verify uses (default: the smallest)")
+    ap.add_argument("--shaders", type=Path, default=SHADER_DIR, help="folder with the .wgsl files")
     ap.add_argument("--json", type=Path, default=ROOT / "build" / "bench.json")
     ap.add_argument(
         "--plot", default=str(ROOT / "build" / "bench.svg"), help="SVG path ('' for none)"

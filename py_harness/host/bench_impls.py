@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from ..kernels import Variant
 from ..params import pack_params
 from ..runner import AttentionRunner
 from . import compare, reference
-from .sessions import shader_sources
+from .sessions import SHADER_DIR, shader_sources
 
 
 @dataclass
@@ -75,34 +76,43 @@ async def _passes(runner: AttentionRunner, cfg, kernels, bufs) -> list[ComputePa
     return out
 
 
-async def _time(dev: Device, passes: list[ComputePass], warmup: int, runs: int) -> dict:
-    """Median GPU ms (timestamps; else wall) and median wall-minus-GPU overhead."""
-    gpu, wall = [], []
-    for i in range(warmup + runs):
+async def _time(dev: Device, passes: list[ComputePass], args) -> dict:
+    """Median GPU ms (timestamps; else wall), median per pass (timestamps only; by entry
+    point) and median wall-minus-GPU overhead, over args.runs runs after args.warmup runs
+    and at least args.warmup_ms of warm-up (an idle GPU's clocks take a while to rise: the
+    first size of a run measured 4x slow on the H200 with only 3 warm-up runs)."""
+    gpu, wall, per_pass = [], [], []
+    t_start = time.perf_counter()
+    warm = 0
+    while warm < args.warmup or (time.perf_counter() - t_start) * 1e3 < args.warmup_ms:
+        await dev.run_passes(passes)
+        warm += 1
+    for _ in range(args.runs):
         t0 = time.perf_counter()
         ms = await dev.run_passes(passes)
         w = (time.perf_counter() - t0) * 1e3
-        if i >= warmup:
-            wall.append(w)
-            gpu.append(w if ms is None else ms)
+        wall.append(w)
+        gpu.append(w if ms is None else ms)
+        per_pass.append(dev.last_pass_ms if ms is not None else [])
     return {
         "ms": statistics.median(gpu),
+        "pass_ms": {
+            p.label: statistics.median(run[j] for run in per_pass)
+            for j, p in enumerate(passes)
+            if all(len(run) == len(passes) for run in per_pass)
+        },
         "wall_ms": statistics.median(wall),
         "dispatch_overhead_ms": statistics.median(w - g for w, g in zip(wall, gpu, strict=True)),
     }
 
 
 async def bench_variant(dev, variant: Variant, cfg, x, args) -> Row:
-    runner = AttentionRunner(dev, shader_sources(), variant)
+    runner = AttentionRunner(dev, shader_sources(args.shaders), variant)
     chosen = variant.for_head_dim(cfg.head_dim)
     bufs = _buffers(dev, cfg, x)
     try:
-        fwd = await _time(
-            dev, await _passes(runner, cfg, (chosen.forward,), bufs), args.warmup, args.runs
-        )
-        bwd = await _time(
-            dev, await _passes(runner, cfg, chosen.backward, bufs), args.warmup, args.runs
-        )
+        fwd = await _time(dev, await _passes(runner, cfg, (chosen.forward,), bufs), args)
+        bwd = await _time(dev, await _passes(runner, cfg, chosen.backward, bufs), args)
     finally:
         for b in bufs.values():
             dev.destroy_buffer(b)
@@ -115,6 +125,7 @@ async def bench_variant(dev, variant: Variant, cfg, x, args) -> Row:
     extra = {
         "fwd_dispatch_overhead_ms": fwd["dispatch_overhead_ms"],
         "bwd_dispatch_overhead_ms": bwd["dispatch_overhead_ms"],
+        "pass_ms": fwd["pass_ms"] | bwd["pass_ms"],
         "case_wall_ms": case_wall,
         "case_overhead_ms": case_wall - gpu,
     }
@@ -123,11 +134,11 @@ async def bench_variant(dev, variant: Variant, cfg, x, args) -> Row:
     )
 
 
-async def verify_variant(dev, variant: Variant, cfg, x) -> dict:
+async def verify_variant(dev, variant: Variant, cfg, x, shaders: Path = SHADER_DIR) -> dict:
     """Judge one run against the float64 reference, as the test suite does."""
     from .evaluate import references
 
-    runner = AttentionRunner(dev, shader_sources(), variant)
+    runner = AttentionRunner(dev, shader_sources(shaders), variant)
     result = await runner.run(cfg, {n: a.tobytes() for n, a in x.items()})
     ref64, ref32 = references(cfg, x, np.float64), references(cfg, x, np.float32)
     shapes = {"o": x["q"].shape, "lse": (cfg.batch, cfg.num_heads, cfg.seq_q)}
@@ -153,7 +164,9 @@ def torch_setup() -> tuple[Any, Any, str]:
         import torch  # a benchmark-only dependency
     except ImportError:
         return None, None, "torch is not installed (pip install torch): skipping torch SDPA"
-    # Plain float32, no TF32 shortcuts, so the comparison is like for like.
+    # float32 tensors and no TF32 matmuls. (On sm80+ GPUs torch's memory-efficient SDPA
+    # still runs its fp32 GEMMs on tensor cores as 3xTF32 (fp32-accurate): measured with
+    # Nsight Compute on the H200, see docs/results-h200.md. WGSL has no tensor cores.)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -192,10 +205,15 @@ def bench_torch(torch, device, cfg: AttentionConfig, x, args) -> Row:
 
     out: list = []
     fwd, bwd = [], []
-    for i in range(args.warmup + args.runs):
+    t_start, i = time.perf_counter(), 0
+    while True:  # args.warmup runs and args.warmup_ms of warm-up (as _time), then args.runs
+        warming = i < args.warmup or (time.perf_counter() - t_start) * 1e3 < args.warmup_ms
+        if not warming and len(fwd) == args.runs:
+            break
         q.grad = k.grad = v.grad = None
         f, b = timed(forward), timed(backward)
-        if i >= args.warmup:
+        i += 1
+        if not warming:
             fwd.append(f)
             bwd.append(b)
     name = f"torch-{device.type}"
