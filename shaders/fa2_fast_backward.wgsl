@@ -48,7 +48,7 @@ return r;
 // Dispatch: (1, ceil(seq_q / 256), batch * num_heads); one query row per invocation.
 @compute @workgroup_size(256)
 fn fa2f_bwd_pre(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-let p = ff_params;
+let p = fa2_params;
 let b = wg.z / p.num_heads;
 let h = wg.z % p.num_heads;
 let qi = wg.y * 256u + lid;
@@ -66,8 +66,8 @@ ffb_stats_out[row] = vec2<f32>((acc.x + acc.y) + (acc.z + acc.w), ffb_lse[row]);
 
 // [Delta, LSE] of query qi; a query past the end gets an empty row's (P = 0).
 fn ffb_stat(bh: u32, qi: u32) -> vec2<f32> {
-if (qi >= ff_params.seq_q) { return vec2<f32>(0.0, FF_EMPTY_LSE); }
-return ffb_stats[bh * ff_params.seq_q + qi];
+if (qi >= fa2_params.seq_q) { return vec2<f32>(0.0, FF_EMPTY_LSE); }
+return ffb_stats[bh * fa2_params.seq_q + qi];
 }
 // [P M, P (M dP - Delta)] of four (query, key) pairs, zero where masked; delta and lse
 // are the pairs' queries'. chk: the tile is not known to be fully visible and unmasked.
@@ -86,17 +86,17 @@ return FfbGrad(pij * mij, pij * (mij * dp - delta));
 // ---- pass 2: dQ ----
 // scale dS of row qi (stats st) for keys kc.
 fn ffb_dq_row(s: vec4<f32>, dp: vec4<f32>, st: vec2<f32>, b: u32, h: u32, bh: u32, qi: u32, kc: vec4<u32>, chk: bool) -> vec4<f32> {
-return ffb_grad4(s, dp, vec4<f32>(st.x), vec4<f32>(st.y), b, h, bh, vec4<u32>(qi), kc, chk).ds * ff_params.scale;
+return ffb_grad4(s, dp, vec4<f32>(st.x), vec4<f32>(st.y), b, h, bh, vec4<u32>(qi), kc, chk).ds * fa2_params.scale;
 }
 fn ffb_put_dq(base: u32, c: u32, v: vec4<f32>) {
-let d = ff_params.head_dim;
+let d = fa2_params.head_dim;
 if (c < d) { ffb_dq[base + c] = v.x; }
 if (c + 1u < d) { ffb_dq[base + c + 1u] = v.y; }
 if (c + 2u < d) { ffb_dq[base + c + 2u] = v.z; }
 if (c + 3u < d) { ffb_dq[base + c + 3u] = v.w; }
 }
 fn ffb_store_dq(t: vec2<u32>, b: u32, h: u32, qi: u32, lo: vec4<f32>, hi: vec4<f32>) {
-let p = ff_params;
+let p = fa2_params;
 if (qi >= p.seq_q) { return; }
 let base = ((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim;
 ffb_put_dq(base, t.x * 4u, lo);
@@ -106,7 +106,7 @@ if (FF_NCOL > 1u) { ffb_put_dq(base, 64u + t.x * 4u, hi); }
 // Dispatch: (1, ceil(seq_q / 64), batch * num_heads)
 @compute @workgroup_size(256)
 fn fa2f_bwd_dq(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-let p = ff_params;
+let p = fa2_params;
 let t = ff_tid(lid);
 let b = wg.z / p.num_heads;
 let h = wg.z % p.num_heads;
@@ -120,7 +120,7 @@ let st0 = ffb_stat(bh, rows.x);
 let st1 = ffb_stat(bh, rows.y);
 let st2 = ffb_stat(bh, rows.z);
 let st3 = ffb_stat(bh, rows.w);
-let range = ff_key_range(q0, min(q0 + FF_BR, p.seq_q) - 1u);
+let range = fa2_key_range(q0, min(q0 + FF_BR, p.seq_q) - 1u);
 var acc = FfAcc();
 for (var k0 = range.x; k0 < range.y; k0 += FF_BC) {
 let ks = ff_kv_rows(FF_K, b, kvh, k0, 1.0);
@@ -140,21 +140,21 @@ ffb_store_dq(t, b, h, rows.w, acc.lo[3], acc.hi[3]);
 
 // ---- pass 3: dK, dV ----
 fn ffb_put_dk(base: u32, c: u32, v: vec4<f32>) {
-let d = ff_params.head_dim;
+let d = fa2_params.head_dim;
 if (c < d) { ffb_dk[base + c] = v.x; }
 if (c + 1u < d) { ffb_dk[base + c + 1u] = v.y; }
 if (c + 2u < d) { ffb_dk[base + c + 2u] = v.z; }
 if (c + 3u < d) { ffb_dk[base + c + 3u] = v.w; }
 }
 fn ffb_put_dv(base: u32, c: u32, v: vec4<f32>) {
-let d = ff_params.head_dim;
+let d = fa2_params.head_dim;
 if (c < d) { ffb_dv[base + c] = v.x; }
 if (c + 1u < d) { ffb_dv[base + c + 1u] = v.y; }
 if (c + 2u < d) { ffb_dv[base + c + 2u] = v.z; }
 if (c + 3u < d) { ffb_dv[base + c + 3u] = v.w; }
 }
 fn ffb_store_kv(t: vec2<u32>, b: u32, kvh: u32, kj: u32, dk_lo: vec4<f32>, dk_hi: vec4<f32>, dv_lo: vec4<f32>, dv_hi: vec4<f32>) {
-let p = ff_params;
+let p = fa2_params;
 if (kj >= p.seq_k) { return; }
 let base = ((b * p.seq_k + kj) * p.num_kv_heads + kvh) * p.head_dim;
 ffb_put_dk(base, t.x * 4u, dk_lo);
@@ -168,7 +168,7 @@ ffb_put_dv(base, 64u + t.x * 4u, dv_hi);
 // Dispatch: (1, ceil(seq_k / 64), batch * num_kv_heads)
 @compute @workgroup_size(256)
 fn fa2f_bwd_dk_dv(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-let p = ff_params;
+let p = fa2_params;
 let t = ff_tid(lid);
 let b = wg.z / p.num_kv_heads;
 let kvh = wg.z % p.num_kv_heads;

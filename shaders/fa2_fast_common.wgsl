@@ -3,8 +3,8 @@
 // ============================================================================
 // Conventions (layout, masking, window, GQA, dropout, empty rows) are those of
 // flash_attention_v2.wgsl, which comes first in every module of this variant: its
-// FlashParams struct and fa2_pcg are reused (ff_keep4 is dropout_scale for four pairs,
-// checked bit for bit by the dropout cases). Then one of
+// params and mask bindings (fa2_params, fa2_mask), fa2_pcg and fa2_key_range are reused
+// (ff_keep4 is dropout_scale for four pairs, checked bit for bit by the dropout cases). Then one of
 // fa2_fast_d64.wgsl / fa2_fast_d128.wgsl (FF_NCOL, FF_VK), this file, and
 // fa2_fast_forward.wgsl or fa2_fast_backward.wgsl, which each define
 //   fn ff_load8(buf: u32, i: u32, j: u32) -> FfPair
@@ -20,7 +20,7 @@
 //   the staging area (A rows, then B rows), so workgroup memory does not grow with
 //   head_dim. The next chunk's global loads are issued before the current one is
 //   multiplied (on the H200 this measured the same as loading each step's data at the
-//   step, within 1 %: the resident workgroups hide the latency either way).
+//   step, within 1.1 % either way).
 // - The second GEMM (P V, dS K, P^T dO, dS^T Q) reads the 64x64 tile from the P area and
 //   streams FF_VK rows x head_dim of the other operand through the row-staging area.
 //   Invocation tx owns output vec4 columns tx and tx + 16 (FF_NCOL of them) of its rows.
@@ -30,8 +30,6 @@
 // [0, 1152) is free once a score tile is done, so the P tile [0, 1088) overlays it; the
 // row staging [1088, 1632) and the row reductions [1632, 1888) have their own places.
 // 1888 * 16 = 30208 bytes.
-@group(0) @binding(8) var<uniform> ff_params: FlashParams;
-@group(0) @binding(9) var<storage, read> ff_mask: array<f32>;
 
 const FF_BR: u32 = 64u;
 const FF_BC: u32 = 64u;
@@ -79,11 +77,11 @@ let w = lid >> 5u;
 return vec2<u32>((lane & 7u) | ((w & 1u) << 3u), (lane >> 3u) | ((w >> 1u) << 2u));
 }
 fn ff_q_rows(buf: u32, b: u32, h: u32, row0: u32, mul: f32) -> FfRows {
-let p = ff_params;
+let p = fa2_params;
 return FfRows(buf, (b * p.seq_q * p.num_heads + h) * p.head_dim, p.num_heads * p.head_dim, row0, p.seq_q, mul);
 }
 fn ff_kv_rows(buf: u32, b: u32, kvh: u32, row0: u32, mul: f32) -> FfRows {
-let p = ff_params;
+let p = fa2_params;
 return FfRows(buf, (b * p.seq_k * p.num_kv_heads + kvh) * p.head_dim, p.num_kv_heads * p.head_dim, row0, p.seq_k, mul);
 }
 
@@ -93,7 +91,7 @@ return FfRows(buf, (b * p.seq_k * p.num_kv_heads + kvh) * p.head_dim, p.num_kv_h
 // adapters; uniform branches only.
 const FF_COLS: vec4<u32> = vec4<u32>(0u, 16u, 32u, 48u); // an invocation's column offsets
 fn ff_visible4(qi: vec4<u32>, kj: vec4<u32>) -> vec4<bool> {
-let p = ff_params;
+let p = fa2_params;
 let qa = qi + p.causal_offset;
 var ok = (kj < vec4<u32>(p.seq_k)) & (qi < vec4<u32>(p.seq_q));
 if (p.causal == 1u) { ok = ok & (kj <= qa); }
@@ -106,11 +104,11 @@ return ok;
 // Scores after visibility and the additive mask; FF_OUT where masked (a score <= FF_MASKED,
 // -inf included, is masked).
 fn ff_masked4(s: vec4<f32>, b: u32, h: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<f32> {
-let p = ff_params;
+let p = fa2_params;
 var x = s;
 if (p.has_mask != 0u) {
 let i = b * p.mask_stride_b + h * p.mask_stride_h + qi * p.mask_stride_q + kj * p.mask_stride_k;
-x += vec4<f32>(ff_mask[i.x], ff_mask[i.y], ff_mask[i.z], ff_mask[i.w]);
+x += vec4<f32>(fa2_mask[i.x], fa2_mask[i.y], fa2_mask[i.z], fa2_mask[i.w]);
 }
 return select(vec4<f32>(FF_OUT), x, ff_visible4(qi, kj) & (x > vec4<f32>(FF_MASKED)));
 }
@@ -121,16 +119,16 @@ return (word >> vec4<u32>(22u)) ^ word;
 }
 // dropout_scale(p, seed, bh, qi, kj) for four pairs: hash3(seed ^ pcg(bh), qi, kj).
 fn ff_keep4(bh: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<f32> {
-let p = ff_params.dropout_prob;
+let p = fa2_params.dropout_prob;
 if (p <= 0.0) { return vec4<f32>(1.0); }
-let x = vec4<u32>(ff_params.seed ^ fa2_pcg(bh));
+let x = vec4<u32>(fa2_params.seed ^ fa2_pcg(bh));
 let u = vec4<f32>(ff_pcg4(x ^ ff_pcg4(qi ^ ff_pcg4(kj))) >> vec4<u32>(8u)) * (1.0 / 16777216.0);
 return select(vec4<f32>(1.0 / (1.0 - p)), vec4<f32>(0.0), u < vec4<f32>(p));
 }
 // Whether the whole tile queries [q0, q0 + nq) x keys [k0, k0 + nk) is in range and
 // visible, so the per-element checks can be skipped (uniform).
 fn ff_all_visible(q0: u32, nq: u32, k0: u32, nk: u32) -> bool {
-let p = ff_params;
+let p = fa2_params;
 if (p.has_mask != 0u || q0 + nq > p.seq_q || k0 + nk > p.seq_k) { return false; }
 let qa0 = q0 + p.causal_offset;
 let qa1 = qa0 + nq - 1u;
@@ -144,22 +142,9 @@ if (k1 >= qa0 && k1 - qa0 >= p.window) { return false; }
 }
 return true;
 }
-// Keys [begin, end) visible to any query in [q0, q1] (uniform).
-fn ff_key_range(q0: u32, q1: u32) -> vec2<u32> {
-let p = ff_params;
-var end = p.seq_k;
-if (p.causal == 1u) { end = min(end, q1 + p.causal_offset + 1u); }
-var begin = 0u;
-if (p.window > 0u) {
-let qa0 = q0 + p.causal_offset;
-if (qa0 + 1u > p.window) { begin = qa0 + 1u - p.window; }
-if (p.causal == 0u) { end = min(end, q1 + p.causal_offset + p.window); }
-}
-return vec2<u32>(begin, end);
-}
 // Queries [begin, end) that see any key in [k0, k1] (uniform).
 fn ff_query_range(k0: u32, k1: u32) -> vec2<u32> {
-let p = ff_params;
+let p = fa2_params;
 var begin = 0u;
 var end = p.seq_q;
 if (p.causal == 1u && k0 > p.causal_offset) { begin = k0 - p.causal_offset; }
@@ -190,8 +175,8 @@ b: vec4<f32>,
 // Fetching: an invocation loads two vec4s per staged step (vec4s lid and lid + 256 of the
 // step's 512). Both come from one ff_load8 call, which switches on the buffer once and
 // loads without branches; a vec4 past the rows or head_dim is loaded from a clamped index
-// and zeroed after. (One switch per vec4, loads inside, cost 10-15 % on the H200: the
-// loads could not be issued together.)
+// and zeroed after. (On the H200, one switch per vec4 measured up to 6 % slower; no switch
+// at all, every load from one buffer (wrong results, a bound), 8-15 % faster.)
 // Flat index of element c of row r of src (r relative to src.row0).
 fn ff_at(src: FfRows, r: u32, c: u32) -> u32 {
 return src.base + (src.row0 + r) * src.stride + c;
@@ -199,7 +184,7 @@ return src.base + (src.row0 + r) * src.stride + c;
 // v (4 floats from column c of row r) with those past head_dim zeroed, times src.mul; zero
 // when the row is past the end or c past head_dim.
 fn ff_valid4(v: vec4<f32>, src: FfRows, r: u32, c: u32) -> vec4<f32> {
-let d = ff_params.head_dim;
+let d = fa2_params.head_dim;
 return select(vec4<f32>(0.0), ff_pick(v, d - c) * src.mul, src.row0 + r < src.rows && c < d);
 }
 // The 4 floats at rows r.x and r.y, columns c.x and c.y of src, as ff_valid4 leaves them.
@@ -271,7 +256,7 @@ fn ff_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
 var s = mat4x4<f32>();
 var na = ff_fetch_chunk(lid, a, 0u);
 var nb = ff_fetch_chunk(lid, b, 0u);
-for (var c0 = 0u; c0 < ff_params.head_dim; c0 += FF_KC) {
+for (var c0 = 0u; c0 < fa2_params.head_dim; c0 += FF_KC) {
 ff_stage_chunk(lid, 0u, na);
 ff_stage_chunk(lid, FF_SB, nb);
 workgroupBarrier();

@@ -32,14 +32,14 @@ fn ffw_sum4(v: vec4<f32>) -> f32 {
 return (v.x + v.y) + (v.z + v.w);
 }
 fn ffw_put4(base: u32, c: u32, v: vec4<f32>) {
-let d = ff_params.head_dim;
+let d = fa2_params.head_dim;
 if (c < d) { ffw_out[base + c] = v.x; }
 if (c + 1u < d) { ffw_out[base + c + 1u] = v.y; }
 if (c + 2u < d) { ffw_out[base + c + 2u] = v.z; }
 if (c + 3u < d) { ffw_out[base + c + 3u] = v.w; }
 }
 fn ffw_store_row(t: vec2<u32>, b: u32, h: u32, qi: u32, lo: vec4<f32>, hi: vec4<f32>, lse: f32) {
-let p = ff_params;
+let p = fa2_params;
 if (qi >= p.seq_q) { return; }
 let base = ((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim;
 ffw_put4(base, t.x * 4u, lo);
@@ -50,7 +50,7 @@ if (t.x == 0u) { ffw_lse[(b * p.num_heads + h) * p.seq_q + qi] = lse; }
 // Dispatch: (1, ceil(seq_q / 64), batch * num_heads)
 @compute @workgroup_size(256)
 fn fa2f_fwd(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-let p = ff_params;
+let p = fa2_params;
 let t = ff_tid(lid);
 let b = wg.z / p.num_heads;
 let h = wg.z % p.num_heads;
@@ -61,7 +61,7 @@ let q0 = wg.y * FF_BR;
 // the same way and sum in the same order, so their scores equal these to the bit.
 let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
 let rows = vec4<u32>(q0 + t.y, q0 + t.y + 16u, q0 + t.y + 32u, q0 + t.y + 48u);
-let range = ff_key_range(q0, min(q0 + FF_BR, p.seq_q) - 1u);
+let range = fa2_key_range(q0, min(q0 + FF_BR, p.seq_q) - 1u);
 var m = vec4<f32>(FF_MASKED);
 var l = vec4<f32>(0.0);
 var o = FfAcc();

@@ -50,7 +50,7 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "dq-missing-scale",
         FAST_BWD,
         "return ffb_grad4(",
-        "return (1.0 / ff_params.scale) * ffb_grad4(",
+        "return (1.0 / fa2_params.scale) * ffb_grad4(",
     ),
     _fast("dkdv-q-unscaled", FAST_BWD, "(FF_Q, b, h, q0, p.scale)", "(FF_Q, b, h, q0, 1.0)", 2),
     # mask edges, per element
@@ -74,7 +74,7 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     # tile ranges
     _fast(
         "key-range-window",
-        FAST_COMMON,
+        FORWARD_FILE,  # the fast kernels use the forward's fa2_key_range
         "begin = qa0 + 1u - p.window;",
         "begin = qa0 + 2u - p.window;",
     ),
