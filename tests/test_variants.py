@@ -4,11 +4,11 @@ workgroup memory), so a tile-size edit cannot leave the host dispatching the wro
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
+from py_harness.host.sessions import SHADER_DIR
 from py_harness.kernels import FAST_ROWS, FAST_WORKGROUP_BYTES, VARIANTS
 
-COMMON = Path(__file__).resolve().parents[1] / "shaders" / "fa2_fast_common.wgsl"
+COMMON = SHADER_DIR / "fa2_fast_common.wgsl"
 
 
 def _const(src: str, name: str) -> int:

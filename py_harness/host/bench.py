@@ -155,7 +155,7 @@ async def run(args: argparse.Namespace) -> int:
                 rows, torch_row = await _measure(dev, cfg, variants, torch, tdev, args, skipped)
                 for r in rows:
                     print(format_row(r, cfg, torch_row, unit), flush=True)
-                    if passes := r.extra.get("pass_ms") if r.extra else None:
+                    if passes := r.extra.get("pass_ms"):
                         print("#   " + ", ".join(f"{k} {ms:.3f}" for k, ms in passes.items()))
                     out_rows.append(_row_json(r, cfg, torch_row))
     if args.verify:

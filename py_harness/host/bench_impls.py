@@ -76,15 +76,18 @@ async def _passes(runner: AttentionRunner, cfg, kernels, bufs) -> list[ComputePa
     return out
 
 
+def _warming(args, started: float, done: int) -> bool:
+    """Whether warm-up goes on after `done` runs begun at `started`: at least args.warmup
+    runs and args.warmup_ms of wall time (short sizes get many runs, long ones a few)."""
+    return done < args.warmup or (time.perf_counter() - started) * 1e3 < args.warmup_ms
+
+
 async def _time(dev: Device, passes: list[ComputePass], args) -> dict:
     """Median GPU ms (timestamps; else wall), median per pass (timestamps only; by entry
-    point) and median wall-minus-GPU overhead, over args.runs runs after args.warmup runs
-    and at least args.warmup_ms of warm-up (an idle GPU's clocks take a while to rise: the
-    first size of a run measured 4x slow on the H200 with only 3 warm-up runs)."""
+    point) and median wall-minus-GPU overhead, over args.runs runs after the warm-up."""
     gpu, wall, per_pass = [], [], []
-    t_start = time.perf_counter()
-    warm = 0
-    while warm < args.warmup or (time.perf_counter() - t_start) * 1e3 < args.warmup_ms:
+    started, warm = time.perf_counter(), 0
+    while _warming(args, started, warm):
         await dev.run_passes(passes)
         warm += 1
     for _ in range(args.runs):
@@ -93,14 +96,16 @@ async def _time(dev: Device, passes: list[ComputePass], args) -> dict:
         w = (time.perf_counter() - t0) * 1e3
         wall.append(w)
         gpu.append(w if ms is None else ms)
-        per_pass.append(dev.last_pass_ms if ms is not None else [])
+        if ms is not None:
+            per_pass.append(dev.last_pass_ms)
+    pass_ms = {}
+    if len(per_pass) == args.runs:  # every run timed by timestamps
+        pass_ms = {
+            p.label: statistics.median(run[j] for run in per_pass) for j, p in enumerate(passes)
+        }
     return {
         "ms": statistics.median(gpu),
-        "pass_ms": {
-            p.label: statistics.median(run[j] for run in per_pass)
-            for j, p in enumerate(passes)
-            if all(len(run) == len(passes) for run in per_pass)
-        },
+        "pass_ms": pass_ms,
         "wall_ms": statistics.median(wall),
         "dispatch_overhead_ms": statistics.median(w - g for w, g in zip(wall, gpu, strict=True)),
     }
@@ -204,18 +209,17 @@ def bench_torch(torch, device, cfg: AttentionConfig, x, args) -> Row:
         out.pop().backward(do)
 
     out: list = []
-    fwd, bwd = [], []
-    t_start, i = time.perf_counter(), 0
-    while True:  # args.warmup runs and args.warmup_ms of warm-up (as _time), then args.runs
-        warming = i < args.warmup or (time.perf_counter() - t_start) * 1e3 < args.warmup_ms
-        if not warming and len(fwd) == args.runs:
-            break
+    started, warm = time.perf_counter(), 0
+    while _warming(args, started, warm):
         q.grad = k.grad = v.grad = None
-        f, b = timed(forward), timed(backward)
-        i += 1
-        if not warming:
-            fwd.append(f)
-            bwd.append(b)
+        timed(forward)
+        timed(backward)
+        warm += 1
+    fwd, bwd = [], []
+    for _ in range(args.runs):
+        q.grad = k.grad = v.grad = None
+        fwd.append(timed(forward))
+        bwd.append(timed(backward))
     name = f"torch-{device.type}"
     timing = "cuda-event" if cuda else "wall-clock"
     extra = {"torch": torch.__version__}
