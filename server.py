@@ -68,6 +68,11 @@ def content_type(path: Path) -> str:
 
 class HarnessServer(ThreadingHTTPServer):
     daemon_threads = True  # a hung browser connection must not block shutdown
+    # socketserver's default listen backlog is 5: with 50 clients connecting at once (each
+    # HTTP/1.0 request is a new connection) the accept queue overflowed and some
+    # connections were reset (tests/test_server_load.py failed 4 runs in 26 on this
+    # 2-core machine; with 128, none in 32). The kernel caps it at net.core.somaxconn.
+    request_queue_size = 128
 
     def __init__(
         self,
