@@ -133,7 +133,7 @@ SEED = Variant(
 # fa2_fast_common.wgsl's FF_BR (rows per workgroup; 4 FF_BR invocations) and the bytes of
 # its workgroup array; tests/test_variants.py reads both from the WGSL.
 FAST_ROWS = 64
-FAST_WORKGROUP_BYTES = 30208
+FAST_WORKGROUP_BYTES = 22784
 
 
 def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> Variant:

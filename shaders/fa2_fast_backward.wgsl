@@ -105,14 +105,15 @@ if (FF_NCOL > 1u) { ffb_put_dq(base, 64u + t.x * 4u, hi); }
 
 // Dispatch: (1, ceil(seq_q / 64), batch * num_heads)
 @compute @workgroup_size(256)
-fn fa2f_bwd_dq(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+fn fa2f_bwd_dq(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
 let p = fa2_params;
 let t = ff_tid(lid);
-let b = wg.z / p.num_heads;
-let h = wg.z % p.num_heads;
+let job = ff_tile_order(wg, nwg, true);
+let b = job.y / p.num_heads;
+let h = job.y % p.num_heads;
 let kvh = h / (p.num_heads / p.num_kv_heads);
 let bh = b * p.num_heads + h;
-let q0 = wg.y * FF_BR;
+let q0 = job.x * FF_BR;
 let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
 let dos = ff_q_rows(FF_DO, b, h, q0, 1.0);
 let rows = vec4<u32>(q0 + t.y, q0 + t.y + 16u, q0 + t.y + 32u, q0 + t.y + 48u);
@@ -167,13 +168,14 @@ ffb_put_dv(base, 64u + t.x * 4u, dv_hi);
 
 // Dispatch: (1, ceil(seq_k / 64), batch * num_kv_heads)
 @compute @workgroup_size(256)
-fn fa2f_bwd_dk_dv(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+fn fa2f_bwd_dk_dv(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
 let p = fa2_params;
 let t = ff_tid(lid);
-let b = wg.z / p.num_kv_heads;
-let kvh = wg.z % p.num_kv_heads;
+let job = ff_tile_order(wg, nwg, false);
+let b = job.y / p.num_kv_heads;
+let kvh = job.y % p.num_kv_heads;
 let group = p.num_heads / p.num_kv_heads;
-let k0 = wg.y * FF_BR;
+let k0 = job.x * FF_BR;
 let ks = ff_kv_rows(FF_K, b, kvh, k0, 1.0);
 let vs = ff_kv_rows(FF_V, b, kvh, k0, 1.0);
 let keys = vec4<u32>(k0 + t.y, k0 + t.y + 16u, k0 + t.y + 32u, k0 + t.y + 48u);

@@ -18,18 +18,22 @@
 // private array would live in local memory on a GPU.
 // - Score GEMMs (S = Q K^T, dP = dO V^T) stream head_dim in chunks of 32 floats through
 //   the staging area (A rows, then B rows), so workgroup memory does not grow with
-//   head_dim. The next chunk's global loads are issued before the current one is
-//   multiplied (on the H200 this measured the same as loading each step's data at the
-//   step, within 1.1 % either way).
+//   head_dim.
 // - The second GEMM (P V, dS K, P^T dO, dS^T Q) reads the 64x64 tile from the P area and
-//   streams FF_VK rows x head_dim of the other operand through the row-staging area.
+//   streams FF_VK rows x head_dim of the other operand (256 vec4s: one per invocation)
+//   through the row-staging area; each fetch loads two such steps into registers.
 //   Invocation tx owns output vec4 columns tx and tx + 16 (FF_NCOL of them) of its rows.
+// Occupancy decides the speed here: an SM runs a second workgroup only when both fit in
+// its registers and workgroup memory (about 128 registers per invocation and 24 KiB each
+// on the H200, measured by scripts/occupancy_probe.py). So loads are not prefetched into
+// registers across steps (that saved nothing, and its 24 registers kept the dQ and dK/dV
+// passes at one workgroup per SM), and workgroup memory stays under 24 KiB.
 // Row strides of 9 / 17 / 16 FF_NCOL + 1 vec4 keep the vec4 reads of 8 consecutive tx
 // (or 4 consecutive ty) of a 32-wide subgroup on distinct banks.
 // Workgroup memory is one array in phases separated by barriers: the score staging
 // [0, 1152) is free once a score tile is done, so the P tile [0, 1088) overlays it; the
-// row staging [1088, 1632) and the row reductions [1632, 1888) have their own places.
-// 1888 * 16 = 30208 bytes.
+// row staging [1152, 1424) is free outside the second GEMM, so the row reductions
+// [1152, 1408) overlay it. 1424 * 16 = 22784 bytes.
 
 const FF_BR: u32 = 64u;
 const FF_BC: u32 = 64u;
@@ -48,10 +52,10 @@ const FF_DO: u32 = 3u;
 
 // Offsets (vec4) into ff_smem.
 const FF_SB: u32 = 64u * FF_AS; // score staging: A rows at 0, B rows here (2 x 64 x FF_AS)
-const FF_P0: u32 = 0u; // P or dS of the tile: 64 x FF_PS, over the score staging
-const FF_V0: u32 = 64u * FF_PS; // row staging: FF_VK x FF_VS (<= 544 for both tile sizes)
-const FF_R0: u32 = FF_V0 + 544u; // 64 rows x 16 partials (row max / sum)
-var<workgroup> ff_smem: array<vec4<f32>, 1888>;
+const FF_P0: u32 = 0u; // P or dS of the tile: 64 x FF_PS (1088), over the score staging
+const FF_V0: u32 = 2u * FF_SB; // row staging: FF_VK x FF_VS (<= 272 for both tile sizes)
+const FF_R0: u32 = FF_V0; // 64 rows x 4 vec4 partials (row max / sum), over the row staging
+var<workgroup> ff_smem: array<vec4<f32>, 1424>;
 
 // Rows [row0, row0 + n) of a [B, S, heads, D] tensor: row r starts at base + r * stride;
 // rows >= rows read as zero; values are multiplied by mul.
@@ -142,6 +146,17 @@ if (k1 >= qa0 && k1 - qa0 >= p.window) { return false; }
 }
 return true;
 }
+// [row tile, batch * heads index] of a workgroup of a (1, tiles, batch * heads) dispatch.
+// Workgroups start roughly in index order, so tiles are handed out heaviest first across
+// all heads (not head by head), and light tiles fill the SMs at the end. With causal
+// masking the last query tiles see the most keys (heavy_last; the forward and dQ passes)
+// and the first key tiles the most queries (the dK/dV pass). On the H200 this made the
+// causal passes at S = 4096 12-21 % faster and the others no slower.
+fn ff_tile_order(wg: vec3<u32>, nwg: vec3<u32>, heavy_last: bool) -> vec2<u32> {
+let i = wg.y + wg.z * nwg.y;
+let tile = i / nwg.z;
+return vec2<u32>(select(tile, nwg.y - 1u - tile, heavy_last), i % nwg.z);
+}
 // Queries [begin, end) that see any key in [k0, k1] (uniform).
 fn ff_query_range(k0: u32, k1: u32) -> vec2<u32> {
 let p = fa2_params;
@@ -206,18 +221,17 @@ ff_smem[base + (lid / w) * FF_AS + lid % w] = v.a;
 let e = lid + 256u;
 ff_smem[base + (e / w) * FF_AS + e % w] = v.b;
 }
-// This invocation's share of rows [row0 + r0, + FF_VK) x all of head_dim (FF_VK x 16 FF_NCOL
-// = 512 vec4s for both tile sizes), fetched but not staged.
+// This invocation's share of rows [row0 + r0, + 2 FF_VK) x all of head_dim (two steps of
+// FF_VK x 16 FF_NCOL = 256 vec4s for both tile sizes), fetched but not staged: a holds
+// vec4 lid of the first step, b of the second.
 fn ff_fetch_rows(lid: u32, src: FfRows, r0: u32) -> FfPair {
 let w = 16u * FF_NCOL;
-let e = lid + 256u;
-return ff_fetch_pair(src, r0 + vec2<u32>(lid / w, e / w), vec2<u32>(lid % w, e % w) * 4u);
+let r = r0 + lid / w;
+return ff_fetch_pair(src, vec2<u32>(r, r + FF_VK), vec2<u32>(lid % w) * 4u);
 }
-fn ff_stage_rows(lid: u32, v: FfPair) {
+fn ff_stage_rows(lid: u32, v: vec4<f32>) {
 let w = 16u * FF_NCOL;
-ff_smem[FF_V0 + (lid / w) * FF_VS + lid % w] = v.a;
-let e = lid + 256u;
-ff_smem[FF_V0 + (e / w) * FF_VS + e % w] = v.b;
+ff_smem[FF_V0 + (lid / w) * FF_VS + lid % w] = v;
 }
 
 // ---- register micro-kernels: one fma chain per output, no separate rounding ----
@@ -250,33 +264,21 @@ s = mat4x4<f32>(ff_dot4(s[0], a[0], b), ff_dot4(s[1], a[1], b), ff_dot4(s[2], a[
 }
 return s;
 }
-// This invocation's 4x4 block of A B^T over all of head_dim. The next chunk's loads are
-// issued before this one's arithmetic (two vec4s per operand in registers).
+// This invocation's 4x4 block of A B^T over all of head_dim.
 fn ff_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
 var s = mat4x4<f32>();
-var na = ff_fetch_chunk(lid, a, 0u);
-var nb = ff_fetch_chunk(lid, b, 0u);
 for (var c0 = 0u; c0 < fa2_params.head_dim; c0 += FF_KC) {
-ff_stage_chunk(lid, 0u, na);
-ff_stage_chunk(lid, FF_SB, nb);
+ff_stage_chunk(lid, 0u, ff_fetch_chunk(lid, a, c0));
+ff_stage_chunk(lid, FF_SB, ff_fetch_chunk(lid, b, c0));
 workgroupBarrier();
-na = ff_fetch_chunk(lid, a, c0 + FF_KC);
-nb = ff_fetch_chunk(lid, b, c0 + FF_KC);
 s = ff_scores_chunk(s, t);
 workgroupBarrier();
 }
 return s;
 }
-// acc += the P tile (64 x 64, after a barrier) times rows [v.row0, v.row0 + 64) of v.
-fn ff_pv_tile(lid: u32, t: vec2<u32>, acc: FfAcc, v: FfRows) -> FfAcc {
+// acc += columns [r0, r0 + FF_VK) of the P tile times the staged rows.
+fn ff_pv_step(t: vec2<u32>, acc: FfAcc, r0: u32) -> FfAcc {
 var o = acc;
-var next = ff_fetch_rows(lid, v, 0u);
-for (var r0 = 0u; r0 < FF_BC; r0 += FF_VK) {
-// Rows past the end are zero in both operands: skip them (uniform).
-if (v.row0 + r0 >= v.rows) { break; }
-ff_stage_rows(lid, next);
-workgroupBarrier();
-next = ff_fetch_rows(lid, v, r0 + FF_VK); // in flight during the arithmetic below
 for (var k = 0u; k < FF_VK; k += 4u) {
 let pc = (r0 + k) / 4u;
 let i = FF_P0 + t.y * FF_PS + pc;
@@ -288,6 +290,24 @@ let j2 = j + 16u;
 o.hi = ff_axpy4(o.hi, w, mat4x4<f32>(ff_smem[j2], ff_smem[j2 + FF_VS], ff_smem[j2 + 2u * FF_VS], ff_smem[j2 + 3u * FF_VS]));
 }
 }
+return o;
+}
+// acc += the P tile (64 x 64, after a barrier) times rows [v.row0, v.row0 + 64) of v, in
+// steps of FF_VK rows (one fetch for two steps).
+fn ff_pv_tile(lid: u32, t: vec2<u32>, acc: FfAcc, v: FfRows) -> FfAcc {
+var o = acc;
+for (var r0 = 0u; r0 < FF_BC; r0 += 2u * FF_VK) {
+// Rows past the end are zero in both operands: skip them (uniform).
+if (v.row0 + r0 >= v.rows) { break; }
+let cur = ff_fetch_rows(lid, v, r0);
+ff_stage_rows(lid, cur.a);
+workgroupBarrier();
+o = ff_pv_step(t, o, r0);
+workgroupBarrier();
+if (v.row0 + r0 + FF_VK >= v.rows) { break; }
+ff_stage_rows(lid, cur.b);
+workgroupBarrier();
+o = ff_pv_step(t, o, r0 + FF_VK);
 workgroupBarrier();
 }
 return o;

@@ -49,14 +49,15 @@ if (t.x == 0u) { ffw_lse[(b * p.num_heads + h) * p.seq_q + qi] = lse; }
 
 // Dispatch: (1, ceil(seq_q / 64), batch * num_heads)
 @compute @workgroup_size(256)
-fn fa2f_fwd(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+fn fa2f_fwd(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
 let p = fa2_params;
 let t = ff_tid(lid);
-let b = wg.z / p.num_heads;
-let h = wg.z % p.num_heads;
+let job = ff_tile_order(wg, nwg, true);
+let b = job.y / p.num_heads;
+let h = job.y % p.num_heads;
 let kvh = h / (p.num_heads / p.num_kv_heads);
 let bh = b * p.num_heads + h;
-let q0 = wg.y * FF_BR;
+let q0 = job.x * FF_BR;
 // Q is scaled before the dot product (as flash_fwd does); the backward passes stage it
 // the same way and sum in the same order, so their scores equal these to the bit.
 let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);

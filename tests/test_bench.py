@@ -92,3 +92,29 @@ def test_tiny_bench_writes_table_json_and_plot(tmp_path: Path, capsys) -> None:
     assert set(doc["compile_ms"]) == {"seed", "fast"}
     ET.parse(out_svg)
     assert "harness overhead" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_occupancy_probe_times_each_spread(tmp_path: Path) -> None:
+    """scripts/occupancy_probe.py (docs/results-h200.md quotes it) runs on this adapter:
+    a time per spread for each config that fits, none for one over the memory limit."""
+    why = runtime("wgpu").missing()
+    if why:
+        pytest.skip(why)
+    import asyncio
+    import importlib.util
+
+    from py_harness.gpu.native import request_device
+
+    spec = importlib.util.spec_from_file_location("probe", ROOT / "scripts/occupancy_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+
+    async def run() -> list:
+        dev = await request_device()
+        over = dev.limits["maxComputeWorkgroupStorageSize"] / 1024 + 1
+        return await probe.residency(dev, [(1, 4), (over, 4), (2, 8)], sms=1, iters=64, runs=1)
+
+    rows = asyncio.run(run())
+    assert [(kb, live) for kb, live, _ in rows] == [(1, 16), (2, 32)]
+    assert all(len(t) == len(probe.SPREAD) and min(t) > 0 for _, _, t in rows)

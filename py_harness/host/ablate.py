@@ -62,9 +62,12 @@ ABLATIONS: dict[str, tuple[Mutant, ...]] = {
     "no-gemm-barriers": tuple(
         _edit(name, f"{line}{_BARRIER}", line)
         for name, line in (
-            ("chunk", "ff_stage_chunk(lid, FF_SB, nb);"),
+            ("chunk", "ff_stage_chunk(lid, FF_SB, ff_fetch_chunk(lid, b, c0));"),
             ("scores", "s = ff_scores_chunk(s, t);"),
-            ("rows", "ff_stage_rows(lid, next);"),
+            ("rows", "ff_stage_rows(lid, cur.a);"),
+            ("pv", "o = ff_pv_step(t, o, r0);"),
+            ("rows2", "ff_stage_rows(lid, cur.b);"),
+            ("pv2", "o = ff_pv_step(t, o, r0 + FF_VK);"),
         )
     ),
     # half the multiply-adds of both GEMMs (same loads)

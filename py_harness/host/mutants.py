@@ -71,6 +71,8 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     ),
     _fast("full-tile-window-last-key", FAST_COMMON, "k1 - qa0 >= p.window", "k1 - qa0 > p.window"),
     _fast("full-tile-keys", FAST_COMMON, "k0 + nk > p.seq_k", "k0 + 1u > p.seq_k"),
+    # the heaviest-first tile order off by one: tile 0 never runs, one tile runs twice
+    _fast("tile-order", FAST_COMMON, "nwg.y - 1u - tile", "nwg.y - tile"),
     # tile ranges
     _fast(
         "key-range-window",
@@ -234,6 +236,7 @@ FIRST_CATCH: dict[str, str] = {
     "fast-full-tile-window-last-query": "d16-sq128-sk130-h4-off1-win64",
     "fast-full-tile-window-last-key": "d16-sq128-sk130-h4-off1-win64",
     "fast-full-tile-keys": "d64-sq128-sk217-h4-drop0.17",
+    "fast-tile-order": "d64-sq128-sk128-b2-h4",
     "fast-key-range-window": "d128-sq128-sk217-h4-win32",
     "fast-query-range-causal": "d59-sq113-sk203-gqa6x2-causal",
     "fast-pv-partial-chunk": "d1-sq17-sk17-h4",
