@@ -151,9 +151,14 @@ def _validate_mask_shape(cfg: AttentionConfig) -> None:
             )
 
 
+def binding_cap(limits: dict[str, int]) -> int:
+    """The largest buffer one binding can hold on this device, in bytes."""
+    return min(limits["maxStorageBufferBindingSize"], limits["maxBufferSize"])
+
+
 def validate_sizes(cfg: AttentionConfig, limits: dict[str, int]) -> None:
     """Refuse buffers over the device's limits (byte sizes against maxStorageBufferBindingSize)."""
-    cap = min(limits["maxStorageBufferBindingSize"], limits["maxBufferSize"])
+    cap = binding_cap(limits)
     sizes = {
         "q / d_out": cfg.q_elems(),
         "k / v": cfg.kv_elems(),

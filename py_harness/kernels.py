@@ -10,14 +10,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .config import AttentionConfig
+from .config import F32_BYTES, AttentionConfig, ConfigError
 from .shaders import BACKWARD_FILE, FORWARD_FILE
 
 RO = "read-only-storage"  # GPUBufferBindingType names
 RW = "storage"
 UNIFORM = "uniform"
 # Buffers the runner provides; bindings name them. params is the FlashParams uniform;
-# stats holds [Delta, LSE] per query row (B * H * Sq vec2<f32>) for the backward passes.
+# stats is the backward's scratch: [Delta, LSE] per query row (B * H * Sq vec2<f32>), then
+# the variant's partial sums of dQ (Variant.dq_slots of them, each the size of dQ).
 BUFFERS = ("q", "k", "v", "d_out", "mask", "params", "o", "lse", "dq", "dk", "dv", "stats")
 
 
@@ -29,7 +30,9 @@ class Kernel:
     # The pipeline layout is built from this (not "auto"), so an edit that stops using a
     # binding still gets a valid layout, and the storage-buffer count stays exact.
     bindings: dict[int, tuple[str, str]]
-    rows: str  # the sequence each workgroup tiles: "seq_q" or "seq_k"
+    # The sequence each workgroup tiles ("seq_q" or "seq_k"; workgroups along y =
+    # ceil(rows / rows_per_workgroup)), or "slots": one workgroup per partial dQ sum.
+    rows: str
     heads: str  # "num_heads" or "kv_heads": workgroups along z = batch * heads
     rows_per_workgroup: int = 128
 
@@ -37,9 +40,11 @@ class Kernel:
     def layout(self) -> tuple[tuple[int, str], ...]:
         return tuple((i, kind) for i, (_, kind) in sorted(self.bindings.items()))
 
-    def workgroups(self, cfg: AttentionConfig) -> tuple[int, int, int]:
-        rows = getattr(cfg, self.rows)
+    def workgroups(self, cfg: AttentionConfig, slots: int = 0) -> tuple[int, int, int]:
         heads = getattr(cfg, self.heads)
+        if self.rows == "slots":
+            return (1, slots, cfg.batch * heads)
+        rows = getattr(cfg, self.rows)
         return (1, math.ceil(rows / self.rows_per_workgroup), cfg.batch * heads)
 
 
@@ -54,6 +59,28 @@ class Variant:
     # dispatches that variant's kernels instead of this one's (e.g. tiles sized for
     # head_dim 64). They compile with this variant and must fit its required_limits.
     by_head_dim: tuple[tuple[int, Variant], ...] = ()
+    # Whether the backward adds dQ into partial sums in the scratch (see dq_slots).
+    partial_dq: bool = False
+
+    def dq_slots(self, cfg: AttentionConfig, cap_bytes: int) -> int:
+        """How many partial sums of dQ the backward keeps (0: none). Enough that
+        slots x batch x kv_heads workgroups fill a large GPU (PARTIAL_DQ_WORKGROUPS), at
+        most one per key tile and PARTIAL_DQ_MAX, within one binding of cap_bytes."""
+        if not self.partial_dq:
+            return 0
+        rows, d = cfg.rows(), cfg.head_dim
+        fit = (cap_bytes // F32_BYTES - 2 * rows) // (rows * d)
+        if fit < 1:
+            need = scratch_elems(cfg, 1) * F32_BYTES
+            raise ConfigError(
+                "seq_q",
+                f"the {self.name} backward needs a {need}-byte scratch buffer (batch x "
+                f"heads x seq_q x (2 + head_dim) floats), over the device limit of "
+                f"{cap_bytes} bytes (maxStorageBufferBindingSize / maxBufferSize)",
+            )
+        want = math.ceil(PARTIAL_DQ_WORKGROUPS / (cfg.batch * cfg.kv_heads))
+        tiles = math.ceil(cfg.seq_k / FAST_ROWS)
+        return max(1, min(want, tiles, PARTIAL_DQ_MAX, fit))
 
     def for_head_dim(self, head_dim: int) -> Variant:
         return next((v for bound, v in self.by_head_dim if head_dim <= bound), self)
@@ -130,6 +157,16 @@ SEED = Variant(
 )
 
 
+def scratch_elems(cfg: AttentionConfig, slots: int) -> int:
+    """Floats of the "stats" scratch: [Delta, LSE] per query row, then `slots` dQ sums."""
+    return cfg.rows() * (2 + slots * cfg.head_dim)
+
+
+# Partial dQ sums (Variant.dq_slots): about two 256-invocation workgroups per SM of a
+# 132-SM GPU, and at most 64 sums (64 x head_dim floats of scratch per query row).
+PARTIAL_DQ_WORKGROUPS = 256
+PARTIAL_DQ_MAX = 64
+
 # fa2_fast_common.wgsl's FF_BR (rows per workgroup; 4 FF_BR invocations) and the bytes of
 # its workgroup array; tests/test_variants.py reads both from the WGSL.
 FAST_ROWS = 64
@@ -146,7 +183,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     return Variant(
         name="fast",
         description="register-tiled forward; backward from the forward's LSE: Delta pass, "
-        "dQ pass, dK/dV pass (no atomics)",
+        "dK/dV pass adding dQ into partial sums, dQ sum pass (no atomics)",
         forward=Kernel(
             "fa2f_fwd",
             fwd,
@@ -165,20 +202,19 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
                 256,
             ),
             Kernel(
-                "fa2f_bwd_dq",
-                bwd,
-                {**qkv, 4: ("d_out", RO), 5: ("dq", RW), **pm, 10: ("stats", RO)},
-                "seq_q",
-                "num_heads",
-                FAST_ROWS,
-            ),
-            Kernel(
                 "fa2f_bwd_dk_dv",
                 bwd,
-                {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RO)},
-                "seq_k",
+                {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RW)},
+                "slots",
                 "kv_heads",
-                FAST_ROWS,
+            ),
+            Kernel(
+                "fa2f_bwd_dq_sum",
+                bwd,
+                {5: ("dq", RW), 8: pm[8], 10: ("stats", RW)},
+                "seq_q",
+                "num_heads",
+                2,
             ),
         ),
         required_limits={
@@ -188,6 +224,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
             "maxComputeWorkgroupSizeX": 256,
         },
         by_head_dim=by_head_dim,
+        partial_dq=True,
     )
 
 

@@ -7,9 +7,16 @@ import time
 from dataclasses import dataclass, field
 
 from . import shaders
-from .config import AttentionConfig, ConfigError, check_input_bytes, validate, validate_sizes
+from .config import (
+    AttentionConfig,
+    ConfigError,
+    binding_cap,
+    check_input_bytes,
+    validate,
+    validate_sizes,
+)
 from .gpu.device import Buffer, ComputePass, Device, Pipeline
-from .kernels import SEED, Kernel, Variant
+from .kernels import SEED, Kernel, Variant, scratch_elems
 from .params import pack_params
 
 GRADIENTS = ("dq", "dk", "dv")
@@ -79,6 +86,7 @@ class AttentionRunner:
 
         # Only the head_dim specialisation this run dispatches (JIT compilers are slow).
         chosen = self.variant.for_head_dim(cfg.head_dim)
+        slots = chosen.dq_slots(cfg, binding_cap(self.device.limits))
         timings = {"compile_ms": await self.prepare((chosen.forward, *chosen.backward))}
         dev = self.device
         bufs: dict[str, Buffer] = {}
@@ -87,25 +95,17 @@ class AttentionRunner:
             for name in ("q", "k", "v", "d_out", "mask"):
                 bufs[name] = dev.create_buffer_with_data(tensors.get(name, b""), ("STORAGE",), name)
             bufs["params"] = dev.create_buffer_with_data(pack_params(cfg), ("UNIFORM",), "params")
-            out_sizes = {
-                "o": cfg.q_elems(),
-                "lse": cfg.rows(),
-                "dq": cfg.q_elems(),
-                "dk": cfg.kv_elems(),
-                "dv": cfg.kv_elems(),
-                "stats": 2 * cfg.rows(),
-            }
-            for name, elems in out_sizes.items():
+            for name, elems in output_sizes(cfg, slots).items():
                 bufs[name] = dev.create_buffer(4 * elems, ("STORAGE", "COPY_SRC"), name)
             await dev.pop_error_scopes("buffers")
 
-            fwd_ms = await self._dispatch(cfg, (chosen.forward,), bufs)
+            fwd_ms = await self._dispatch(cfg, (chosen.forward,), bufs, slots)
             timings["forward_ms"] = fwd_ms
             outputs = {n: await dev.read_buffer(bufs[n]) for n in ("o", "lse")}
             digests: list[str] = []
             if backward:
                 for run in range(backward_runs):
-                    ms = await self._dispatch(cfg, chosen.backward, bufs)
+                    ms = await self._dispatch(cfg, chosen.backward, bufs, slots)
                     grads = {n: await dev.read_buffer(bufs[n]) for n in GRADIENTS}
                     digests.append(_digest(grads))
                     if run == 0:
@@ -118,19 +118,41 @@ class AttentionRunner:
                 dev.destroy_buffer(buf)
 
     async def _dispatch(
-        self, cfg: AttentionConfig, kernels: tuple[Kernel, ...], bufs: dict[str, Buffer]
+        self,
+        cfg: AttentionConfig,
+        kernels: tuple[Kernel, ...],
+        bufs: dict[str, Buffer],
+        slots: int,
     ) -> float:
-        passes = []
-        for kernel in kernels:
-            pipeline = await self.pipeline(kernel)
-            entries = {i: bufs[name] for i, (name, _) in kernel.bindings.items()}
-            bind_group = self.device.create_bind_group(pipeline, entries)
-            passes.append(
-                ComputePass(pipeline, bind_group, kernel.workgroups(cfg), kernel.entry_point)
-            )
+        passes = await self.passes(cfg, kernels, bufs, slots)
         t0 = time.perf_counter()
         gpu_ms = await self.device.run_passes(passes)
         return gpu_ms if gpu_ms is not None else (time.perf_counter() - t0) * 1e3
+
+    async def passes(
+        self, cfg: AttentionConfig, kernels: tuple[Kernel, ...], bufs: dict[str, Buffer], slots: int
+    ) -> list[ComputePass]:
+        """One compute pass per kernel, bound to the runner's buffers (output_sizes)."""
+        out = []
+        for kernel in kernels:
+            pipeline = await self.pipeline(kernel)
+            entries = {i: bufs[name] for i, (name, _) in kernel.bindings.items()}
+            group = self.device.create_bind_group(pipeline, entries)
+            grid = kernel.workgroups(cfg, slots)
+            out.append(ComputePass(pipeline, group, grid, kernel.entry_point))
+        return out
+
+
+def output_sizes(cfg: AttentionConfig, slots: int) -> dict[str, int]:
+    """Floats of each buffer the kernels write (slots: the variant's dQ partial sums)."""
+    return {
+        "o": cfg.q_elems(),
+        "lse": cfg.rows(),
+        "dq": cfg.q_elems(),
+        "dk": cfg.kv_elems(),
+        "dv": cfg.kv_elems(),
+        "stats": scratch_elems(cfg, slots),
+    }
 
 
 def _digest(grads: dict[str, bytes]) -> str:

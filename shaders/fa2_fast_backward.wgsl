@@ -4,12 +4,17 @@
 // Module: flash_attention_v2.wgsl, fa2_fast_d64/d128.wgsl, fa2_fast_common.wgsl, this.
 // Uses the forward's LSE instead of recomputing it. Three passes, no atomics, so every
 // run gives the same bits:
-// 1. fa2f_bwd_pre: stats[row] = [Delta, LSE], Delta = dO . O (O and LSE of the forward).
-// 2. fa2f_bwd_dq: per 64 queries, per key tile: S = (scale Q) K^T, dP = dO V^T,
-//    dS = P (M dP - Delta) with P = exp(S - LSE), then dQ += scale dS K.
-// 3. fa2f_bwd_dk_dv: per 64 keys, per query head of the group and query tile:
-//    S^T = K (scale Q)^T, dP^T = V dO^T, then dV += (P M)^T dO and dK += dS^T (scale Q).
-// Both passes stage Q scaled (as the forward does) and sum the same products in the same
+// 1. fa2f_bwd_pre: scratch row stats [Delta, LSE], Delta = dO . O (O and LSE of the forward).
+// 2. fa2f_bwd_dk_dv: per 64 keys, per query head of the group and query tile:
+//    S^T = K (scale Q)^T, dP^T = V dO^T, dS = P (M dP - Delta) with P = exp(S - LSE), then
+//    dV += (P M)^T dO, dK += dS^T (scale Q), and dQ += scale dS K into a partial sum.
+//    Workgroup (slot g, batch, kv head) of a (1, G, batch * kv_heads) dispatch takes key
+//    tiles g, g + G, g + 2G, ... and adds into partial sum g of dQ, which no other
+//    workgroup touches: S and dP are computed once per tile pair (a separate dQ pass
+//    would compute them again: 7 GEMMs per tile pair instead of 5).
+// 3. fa2f_bwd_dq_sum: dQ = the sum of the G partial sums (in slot order), which it zeroes
+//    for the next run (buffers start zeroed).
+// Q is staged scaled (as the forward does) and the same products are summed in the same
 // order, so S, hence P = exp(S - LSE), equals the forward's to the bit: with large logits
 // any difference would be amplified by exp.
 @group(0) @binding(0) var<storage, read> ffb_q: array<f32>;
@@ -20,10 +25,11 @@
 @group(0) @binding(5) var<storage, read_write> ffb_dq: array<f32>;
 @group(0) @binding(6) var<storage, read_write> ffb_dk: array<f32>;
 @group(0) @binding(7) var<storage, read_write> ffb_dv: array<f32>;
-// Per (batch, head, query) row: [Delta, LSE]. Written by pass 1, read by 2 and 3 (two
-// views of one binding; no entry point uses both).
+// Scratch: per (batch, head, query) row [Delta, LSE] (rows = batch * heads * seq_q pairs),
+// then G partial sums of dQ, each rows x head_dim floats in [batch, head, query, dim]
+// order. Two views of one binding; no entry point uses both.
 @group(0) @binding(10) var<storage, read_write> ffb_stats_out: array<vec2<f32>>;
-@group(0) @binding(10) var<storage, read> ffb_stats: array<vec2<f32>>;
+@group(0) @binding(10) var<storage, read_write> ffb_scratch: array<f32>;
 @group(0) @binding(11) var<storage, read> ffb_lse: array<f32>;
 
 fn ff_load8(buf: u32, i: u32, j: u32) -> FfPair {
@@ -67,7 +73,8 @@ ffb_stats_out[row] = vec2<f32>((acc.x + acc.y) + (acc.z + acc.w), ffb_lse[row]);
 // [Delta, LSE] of query qi; a query past the end gets an empty row's (P = 0).
 fn ffb_stat(bh: u32, qi: u32) -> vec2<f32> {
 if (qi >= fa2_params.seq_q) { return vec2<f32>(0.0, FF_EMPTY_LSE); }
-return ffb_stats[bh * fa2_params.seq_q + qi];
+let i = 2u * (bh * fa2_params.seq_q + qi);
+return vec2<f32>(ffb_scratch[i], ffb_scratch[i + 1u]);
 }
 // [P M, P (M dP - Delta)] of four (query, key) pairs, zero where masked; delta and lse
 // are the pairs' queries'. chk: the tile is not known to be fully visible and unmasked.
@@ -83,63 +90,7 @@ let mij = ff_keep4(bh, qi, kj);
 return FfbGrad(pij * mij, pij * (mij * dp - delta));
 }
 
-// ---- pass 2: dQ ----
-// scale dS of row qi (stats st) for keys kc.
-fn ffb_dq_row(s: vec4<f32>, dp: vec4<f32>, st: vec2<f32>, b: u32, h: u32, bh: u32, qi: u32, kc: vec4<u32>, chk: bool) -> vec4<f32> {
-return ffb_grad4(s, dp, vec4<f32>(st.x), vec4<f32>(st.y), b, h, bh, vec4<u32>(qi), kc, chk).ds * fa2_params.scale;
-}
-fn ffb_put_dq(base: u32, c: u32, v: vec4<f32>) {
-let d = fa2_params.head_dim;
-if (c < d) { ffb_dq[base + c] = v.x; }
-if (c + 1u < d) { ffb_dq[base + c + 1u] = v.y; }
-if (c + 2u < d) { ffb_dq[base + c + 2u] = v.z; }
-if (c + 3u < d) { ffb_dq[base + c + 3u] = v.w; }
-}
-fn ffb_store_dq(t: vec2<u32>, b: u32, h: u32, qi: u32, lo: vec4<f32>, hi: vec4<f32>) {
-let p = fa2_params;
-if (qi >= p.seq_q) { return; }
-let base = ((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim;
-ffb_put_dq(base, t.x * 4u, lo);
-if (FF_NCOL > 1u) { ffb_put_dq(base, 64u + t.x * 4u, hi); }
-}
-
-// Dispatch: (1, ceil(seq_q / 64), batch * num_heads)
-@compute @workgroup_size(256)
-fn fa2f_bwd_dq(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-let p = fa2_params;
-let t = ff_tid(lid);
-let job = ff_tile_order(wg, nwg, true);
-let b = job.y / p.num_heads;
-let h = job.y % p.num_heads;
-let kvh = h / (p.num_heads / p.num_kv_heads);
-let bh = b * p.num_heads + h;
-let q0 = job.x * FF_BR;
-let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
-let dos = ff_q_rows(FF_DO, b, h, q0, 1.0);
-let rows = vec4<u32>(q0 + t.y, q0 + t.y + 16u, q0 + t.y + 32u, q0 + t.y + 48u);
-let st0 = ffb_stat(bh, rows.x);
-let st1 = ffb_stat(bh, rows.y);
-let st2 = ffb_stat(bh, rows.z);
-let st3 = ffb_stat(bh, rows.w);
-let range = fa2_key_range(q0, min(q0 + FF_BR, p.seq_q) - 1u);
-var acc = FfAcc();
-for (var k0 = range.x; k0 < range.y; k0 += FF_BC) {
-let ks = ff_kv_rows(FF_K, b, kvh, k0, 1.0);
-let s = ff_score_tile(lid, t, qs, ks);
-let dp = ff_score_tile(lid, t, dos, ff_kv_rows(FF_V, b, kvh, k0, 1.0));
-let chk = !ff_all_visible(q0, FF_BR, k0, FF_BC);
-let kc = k0 + t.x + FF_COLS;
-ff_put_p(t, mat4x4<f32>(ffb_dq_row(s[0], dp[0], st0, b, h, bh, rows.x, kc, chk), ffb_dq_row(s[1], dp[1], st1, b, h, bh, rows.y, kc, chk), ffb_dq_row(s[2], dp[2], st2, b, h, bh, rows.z, kc, chk), ffb_dq_row(s[3], dp[3], st3, b, h, bh, rows.w, kc, chk)));
-workgroupBarrier();
-acc = ff_pv_tile(lid, t, acc, ks);
-}
-ffb_store_dq(t, b, h, rows.x, acc.lo[0], acc.hi[0]);
-ffb_store_dq(t, b, h, rows.y, acc.lo[1], acc.hi[1]);
-ffb_store_dq(t, b, h, rows.z, acc.lo[2], acc.hi[2]);
-ffb_store_dq(t, b, h, rows.w, acc.lo[3], acc.hi[3]);
-}
-
-// ---- pass 3: dK, dV ----
+// ---- pass 2: dK, dV and partial dQ ----
 fn ffb_put_dk(base: u32, c: u32, v: vec4<f32>) {
 let d = fa2_params.head_dim;
 if (c < d) { ffb_dk[base + c] = v.x; }
@@ -154,6 +105,25 @@ if (c + 1u < d) { ffb_dv[base + c + 1u] = v.y; }
 if (c + 2u < d) { ffb_dv[base + c + 2u] = v.z; }
 if (c + 3u < d) { ffb_dv[base + c + 3u] = v.w; }
 }
+// Where partial sum `slot` of dQ row (bh, qi) starts in the scratch.
+fn ffb_part(slot: u32, bh: u32, qi: u32) -> u32 {
+let p = fa2_params;
+let rows = p.batch_size * p.num_heads * p.seq_q;
+return 2u * rows + ((slot * p.batch_size * p.num_heads + bh) * p.seq_q + qi) * p.head_dim;
+}
+fn ffb_add4(i: u32, c: u32, v: vec4<f32>) {
+let d = fa2_params.head_dim;
+if (c < d) { ffb_scratch[i + c] += v.x; }
+if (c + 1u < d) { ffb_scratch[i + c + 1u] += v.y; }
+if (c + 2u < d) { ffb_scratch[i + c + 2u] += v.z; }
+if (c + 3u < d) { ffb_scratch[i + c + 3u] += v.w; }
+}
+fn ffb_add_dq(t: vec2<u32>, slot: u32, bh: u32, qi: u32, lo: vec4<f32>, hi: vec4<f32>) {
+if (qi >= fa2_params.seq_q) { return; }
+let i = ffb_part(slot, bh, qi);
+ffb_add4(i, t.x * 4u, lo);
+if (FF_NCOL > 1u) { ffb_add4(i, 64u + t.x * 4u, hi); }
+}
 fn ffb_store_kv(t: vec2<u32>, b: u32, kvh: u32, kj: u32, dk_lo: vec4<f32>, dk_hi: vec4<f32>, dv_lo: vec4<f32>, dv_hi: vec4<f32>) {
 let p = fa2_params;
 if (kj >= p.seq_k) { return; }
@@ -166,16 +136,22 @@ ffb_put_dv(base, 64u + t.x * 4u, dv_hi);
 }
 }
 
-// Dispatch: (1, ceil(seq_k / 64), batch * num_kv_heads)
+// Dispatch: (1, G, batch * num_kv_heads): slot wg.y of G (see the top).
 @compute @workgroup_size(256)
 fn fa2f_bwd_dk_dv(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
 let p = fa2_params;
 let t = ff_tid(lid);
-let job = ff_tile_order(wg, nwg, false);
-let b = job.y / p.num_kv_heads;
-let kvh = job.y % p.num_kv_heads;
+let b = wg.z / p.num_kv_heads;
+let kvh = wg.z % p.num_kv_heads;
 let group = p.num_heads / p.num_kv_heads;
-let k0 = job.x * FF_BR;
+let slot = wg.y;
+// Key tiles in rounds of G, alternately in slot order and in reverse: with causal masking
+// tile j sees a number of queries falling linearly in j, so every slot gets a similar
+// share of the work.
+for (var round = 0u; round * nwg.y * FF_BR < p.seq_k; round++) {
+let kt = round * nwg.y + select(slot, nwg.y - 1u - slot, (round & 1u) == 1u);
+let k0 = kt * FF_BR;
+if (k0 >= p.seq_k) { break; }
 let ks = ff_kv_rows(FF_K, b, kvh, k0, 1.0);
 let vs = ff_kv_rows(FF_V, b, kvh, k0, 1.0);
 let keys = vec4<u32>(k0 + t.y, k0 + t.y + 16u, k0 + t.y + 32u, k0 + t.y + 48u);
@@ -205,10 +181,44 @@ dv = ff_pv_tile(lid, t, dv, dos);
 ff_put_p(t, mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds));
 workgroupBarrier();
 dk = ff_pv_tile(lid, t, dk, qs);
+// dQ rows q0 + ty + 16 i += scale dS K: the same dS, transposed to query rows.
+ff_put_pt(t, mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds) * p.scale);
+workgroupBarrier();
+let dq = ff_pv_tile(lid, t, FfAcc(), ks);
+let qr = q0 + t.y + FF_COLS;
+ffb_add_dq(t, slot, bh, qr.x, dq.lo[0], dq.hi[0]);
+ffb_add_dq(t, slot, bh, qr.y, dq.lo[1], dq.hi[1]);
+ffb_add_dq(t, slot, bh, qr.z, dq.lo[2], dq.hi[2]);
+ffb_add_dq(t, slot, bh, qr.w, dq.lo[3], dq.hi[3]);
 }
 }
 ffb_store_kv(t, b, kvh, keys.x, dk.lo[0], dk.hi[0], dv.lo[0], dv.hi[0]);
 ffb_store_kv(t, b, kvh, keys.y, dk.lo[1], dk.hi[1], dv.lo[1], dv.hi[1]);
 ffb_store_kv(t, b, kvh, keys.z, dk.lo[2], dk.hi[2], dv.lo[2], dv.hi[2]);
 ffb_store_kv(t, b, kvh, keys.w, dk.lo[3], dk.hi[3], dv.lo[3], dv.hi[3]);
+}
+}
+
+// ---- pass 3: dQ from the partial sums ----
+// Dispatch: (1, ceil(seq_q / 2), batch * num_heads); invocation lid takes column lid % 128
+// of query row 2 wg.y + lid / 128 (consecutive invocations read consecutive floats).
+@compute @workgroup_size(256)
+fn fa2f_bwd_dq_sum(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+let p = fa2_params;
+let b = wg.z / p.num_heads;
+let h = wg.z % p.num_heads;
+let qi = wg.y * 2u + lid / 128u;
+let c = lid % 128u;
+if (qi >= p.seq_q || c >= p.head_dim) { return; }
+let bh = b * p.num_heads + h;
+// The runner sizes the scratch exactly: G = what follows the row stats, in rows x head_dim.
+let rows = p.batch_size * p.num_heads * p.seq_q;
+let slots = (arrayLength(&ffb_scratch) - 2u * rows) / (rows * p.head_dim);
+var acc = 0.0;
+for (var g = 0u; g < slots; g++) {
+let i = ffb_part(g, bh, qi) + c;
+acc += ffb_scratch[i];
+ffb_scratch[i] = 0.0;
+}
+ffb_dq[((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim + c] = acc;
 }

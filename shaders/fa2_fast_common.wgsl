@@ -314,10 +314,11 @@ return o;
 }
 
 // ---- tile exchange ----
-fn ff_put_row(row: u32, t: vec2<u32>, v: vec4<f32>) {
-// Columns tx, tx + 16, tx + 32, tx + 48 are vec4 tx / 4 + 4 j, component tx % 4.
-let i = FF_P0 + row * FF_PS + (t.x >> 2u);
-let c = t.x & 3u;
+// Columns col, col + 16, col + 32, col + 48 (col < 16) of a P-tile row are vec4 col / 4 + 4 j,
+// component col % 4.
+fn ff_put_row(row: u32, col: u32, v: vec4<f32>) {
+let i = FF_P0 + row * FF_PS + (col >> 2u);
+let c = col & 3u;
 ff_smem[i][c] = v.x;
 ff_smem[i + 4u][c] = v.y;
 ff_smem[i + 8u][c] = v.z;
@@ -325,10 +326,18 @@ ff_smem[i + 12u][c] = v.w;
 }
 // Stores the block into the P tile; callers barrier before ff_pv_tile reads it.
 fn ff_put_p(t: vec2<u32>, s: mat4x4<f32>) {
-ff_put_row(t.y, t, s[0]);
-ff_put_row(t.y + 16u, t, s[1]);
-ff_put_row(t.y + 32u, t, s[2]);
-ff_put_row(t.y + 48u, t, s[3]);
+ff_put_row(t.y, t.x, s[0]);
+ff_put_row(t.y + 16u, t.x, s[1]);
+ff_put_row(t.y + 32u, t.x, s[2]);
+ff_put_row(t.y + 48u, t.x, s[3]);
+}
+// Stores the block transposed: row tx + 16 j, column ty + 16 i gets m[i][j].
+fn ff_put_pt(t: vec2<u32>, m: mat4x4<f32>) {
+let m_t = transpose(m);
+ff_put_row(t.x, t.y, m_t[0]);
+ff_put_row(t.x + 16u, t.y, m_t[1]);
+ff_put_row(t.x + 32u, t.y, m_t[2]);
+ff_put_row(t.x + 48u, t.y, m_t[3]);
 }
 fn ff_max4(v: vec4<f32>) -> f32 {
 return max(max(v.x, v.y), max(v.z, v.w));

@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from py_harness.config import AttentionConfig, ConfigError
 from py_harness.host.sessions import SHADER_DIR
-from py_harness.kernels import FAST_ROWS, FAST_WORKGROUP_BYTES, VARIANTS
+from py_harness.kernels import (
+    FAST_ROWS,
+    FAST_WORKGROUP_BYTES,
+    PARTIAL_DQ_MAX,
+    VARIANTS,
+    scratch_elems,
+)
 
 COMMON = SHADER_DIR / "fa2_fast_common.wgsl"
+BACKWARD = SHADER_DIR / "fa2_fast_backward.wgsl"
 
 
 def _const(src: str, name: str) -> int:
@@ -20,8 +30,31 @@ def test_fast_rows_and_workgroup_memory_match_the_wgsl() -> None:
     assert _const(src, "FF_BR") == FAST_ROWS
     (vec4s,) = re.findall(r"var<workgroup> \w+: array<vec4<f32>, (\d+)>", src)
     assert 16 * int(vec4s) == FAST_WORKGROUP_BYTES
+    bwd = BACKWARD.read_text()
     fast = VARIANTS["fast"]
     for v in (fast, *(s for _, s in fast.by_head_dim)):
-        tiled = (v.forward, *v.backward[1:])  # backward[0] is the per-row Delta pass
-        assert {k.rows_per_workgroup for k in tiled} == {FAST_ROWS}
+        assert v.forward.rows_per_workgroup == FAST_ROWS
+        pre, dk_dv, dq_sum = v.backward
+        assert dk_dv.rows == "slots" and v.partial_dq  # its key tiles: FF_BR each
+        # the per-row passes' rows per workgroup, as their WGSL computes the row
+        assert f"let qi = wg.y * {pre.rows_per_workgroup}u + lid;" in bwd
+        assert f"let qi = wg.y * {dq_sum.rows_per_workgroup}u + lid / 128u;" in bwd
         assert v.required_limits["maxComputeWorkgroupStorageSize"] == FAST_WORKGROUP_BYTES
+
+
+def test_partial_dq_slots_fill_the_gpu_within_one_binding() -> None:
+    fast = VARIANTS["fast"]
+    big = 1 << 40
+    # 16 heads: 16 slots x 16 = 256 workgroups; few heads: one slot per key tile at most
+    assert fast.dq_slots(AttentionConfig(1, 16, 4096, 4096, 64), big) == 16
+    assert fast.dq_slots(AttentionConfig(1, 2, 4096, 4096, 64), big) == PARTIAL_DQ_MAX
+    assert fast.dq_slots(AttentionConfig(1, 1, 40, 300, 8), big) == 5  # 5 key tiles
+    assert VARIANTS["seed"].dq_slots(AttentionConfig(1, 16, 4096, 4096, 64), big) == 0
+    # the scratch (stats + sums) stays within the binding limit ...
+    cfg = AttentionConfig(1, 16, 32768, 32768, 128)
+    cap = 2**31 - 1
+    slots = fast.dq_slots(cfg, cap)
+    assert 1 <= slots < 16 and 4 * scratch_elems(cfg, slots) <= cap
+    # ... and a case whose scratch cannot fit is refused by name, with the limit
+    with pytest.raises(ConfigError, match=r"seq_q.*over the device limit of 1000000 bytes"):
+        fast.dq_slots(AttentionConfig(1, 16, 4096, 4096, 64), 1_000_000)

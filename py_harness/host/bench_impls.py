@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ..config import AttentionConfig
+from ..config import AttentionConfig, binding_cap
 from ..gpu.device import Buffer, ComputePass, Device
 from ..kernels import Variant
 from ..params import pack_params
-from ..runner import AttentionRunner
+from ..runner import AttentionRunner, output_sizes
 from . import compare, reference
 from .sessions import SHADER_DIR, shader_sources
 
@@ -53,27 +53,16 @@ def make_inputs(cfg: AttentionConfig, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 # ---- WebGPU variants ---------------------------------------------------------------
-def _buffers(dev: Device, cfg: AttentionConfig, x: dict[str, np.ndarray]) -> dict[str, Buffer]:
+def _buffers(
+    dev: Device, cfg: AttentionConfig, x: dict[str, np.ndarray], slots: int
+) -> dict[str, Buffer]:
     """The runner's buffer set (kernels.BUFFERS), inputs uploaded."""
     bufs = {n: dev.create_buffer_with_data(a.tobytes(), ("STORAGE",), n) for n, a in x.items()}
     bufs["mask"] = dev.create_buffer_with_data(b"", ("STORAGE",), "mask")
     bufs["params"] = dev.create_buffer_with_data(pack_params(cfg), ("UNIFORM",), "params")
-    sizes = {"o": cfg.q_elems(), "lse": cfg.rows(), "dq": cfg.q_elems()}
-    sizes |= {"dk": cfg.kv_elems(), "dv": cfg.kv_elems(), "stats": 2 * cfg.rows()}
-    for name, elems in sizes.items():
+    for name, elems in output_sizes(cfg, slots).items():
         bufs[name] = dev.create_buffer(4 * elems, ("STORAGE", "COPY_SRC"), name)
     return bufs
-
-
-async def _passes(runner: AttentionRunner, cfg, kernels, bufs) -> list[ComputePass]:
-    out = []
-    for k in kernels:
-        pipeline = await runner.pipeline(k)
-        group = runner.device.create_bind_group(
-            pipeline, {i: bufs[n] for i, (n, _) in k.bindings.items()}
-        )
-        out.append(ComputePass(pipeline, group, k.workgroups(cfg), k.entry_point))
-    return out
 
 
 def _warming(args, started: float, done: int) -> bool:
@@ -114,10 +103,11 @@ async def _time(dev: Device, passes: list[ComputePass], args) -> dict:
 async def bench_variant(dev, variant: Variant, cfg, x, args) -> Row:
     runner = AttentionRunner(dev, shader_sources(args.shaders), variant)
     chosen = variant.for_head_dim(cfg.head_dim)
-    bufs = _buffers(dev, cfg, x)
+    slots = chosen.dq_slots(cfg, binding_cap(dev.limits))
+    bufs = _buffers(dev, cfg, x, slots)
     try:
-        fwd = await _time(dev, await _passes(runner, cfg, (chosen.forward,), bufs), args)
-        bwd = await _time(dev, await _passes(runner, cfg, chosen.backward, bufs), args)
+        fwd = await _time(dev, await runner.passes(cfg, (chosen.forward,), bufs, slots), args)
+        bwd = await _time(dev, await runner.passes(cfg, chosen.backward, bufs, slots), args)
     finally:
         for b in bufs.values():
             dev.destroy_buffer(b)

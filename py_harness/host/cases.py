@@ -122,6 +122,9 @@ CASES: tuple[Case, ...] = (
     Case(59, 113, 203, num_heads=6, num_kv_heads=2, causal=True, dropout_p=0.17),
     # at least 1024 keys
     Case(64, 64, 1031, num_heads=2, num_kv_heads=2, smoke=True),
+    # many heads over long keys: each dK/dV workgroup of the fast variant takes several key
+    # tiles, in rounds (kernels.Variant.dq_slots gives 4 slots for 5 key tiles here)
+    Case(8, 40, 300, batch=2, num_heads=64, num_kv_heads=32, smoke=True),
     # a long sum at the largest head_dim: the forward's LSE failed the 2x rule here on an
     # H200 (1.26x at Sk 1024) while it summed the softmax denominator key by key
     Case(128, 16, 1024, num_heads=2, num_kv_heads=1),

@@ -49,10 +49,10 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "dq-missing-scale",
         FAST_BWD,
-        "return ffb_grad4(",
-        "return (1.0 / fa2_params.scale) * ffb_grad4(",
+        "mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds) * p.scale",
+        "mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds)",
     ),
-    _fast("dkdv-q-unscaled", FAST_BWD, "(FF_Q, b, h, q0, p.scale)", "(FF_Q, b, h, q0, 1.0)", 2),
+    _fast("dkdv-q-unscaled", FAST_BWD, "(FF_Q, b, h, q0, p.scale)", "(FF_Q, b, h, q0, 1.0)"),
     # mask edges, per element
     _fast("causal-edge", FAST_COMMON, "ok & (kj <= qa);", "ok & (kj <= qa + 1u);"),
     _fast(
@@ -96,9 +96,12 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     # GQA
     _fast(
         "gqa-head",
-        FAST_BWD,
+        FAST_FWD,
         "let kvh = h / (p.num_heads / p.num_kv_heads);",
         "let kvh = h % p.num_kv_heads;",
+    ),
+    _fast(
+        "bwd-gqa-head", FAST_BWD, "let h = kvh * group + g;", "let h = kvh + g * p.num_kv_heads;"
     ),
     _fast(
         "dkdv-sum-one-head",
@@ -112,16 +115,17 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast("dropout-hash", FAST_COMMON, "(word >> vec4<u32>(22u))", "(word >> vec4<u32>(21u))"),
     # Delta, per-row statistics, LSE
     _fast("no-delta", FAST_BWD, "vec2<f32>((acc.x + acc.y) + (acc.z + acc.w),", "vec2<f32>(0.0,"),
-    _fast(
-        "dq-row-stats",
-        FAST_BWD,
-        "let st1 = ffb_stat(bh, rows.y);",
-        "let st1 = ffb_stat(bh, rows.x);",
-    ),
+    _fast("row-stats", FAST_BWD, "ffb_stat(bh, qc.y)", "ffb_stat(bh, qc.x)"),
     _fast("fwd-lse-off", FAST_FWD, "m + log(lt)", "m + log(lt + 1.0e-3)"),
     # the second half of head_dim (> 64): not rescaled, or the first half stored twice
     _fast("fwd-no-rescale-hi", FAST_FWD, "o.hi[0] * corr.x,", "o.hi[0],"),
     _fast("dkdv-store-hi", FAST_BWD, "64u + t.x * 4u, dv_hi);", "64u + t.x * 4u, dv_lo);"),
+    # dQ's partial sums: dS not transposed, a key tile skipped in the reversed rounds, one
+    # sum added up, sums not zeroed for the next run
+    _fast("dq-not-transposed", FAST_BWD, "ff_put_pt(t, ", "ff_put_p(t, "),
+    _fast("kv-tile-rounds", FAST_BWD, "nwg.y - 1u - slot", "nwg.y - slot"),
+    _fast("dq-sum-one-slot", FAST_BWD, "g < slots; g++", "g < 1u; g++"),
+    _fast("dq-sum-not-zeroed", FAST_BWD, "ffb_scratch[i] = 0.0;", ""),
 )
 
 
@@ -241,13 +245,18 @@ FIRST_CATCH: dict[str, str] = {
     "fast-query-range-causal": "d59-sq113-sk203-gqa6x2-causal",
     "fast-pv-partial-chunk": "d1-sq17-sk17-h4",
     "fast-gqa-head": "d59-sq113-sk203-gqa6x2-causal",
+    "fast-bwd-gqa-head": "d59-sq113-sk203-gqa6x2-causal",
     "fast-dkdv-sum-one-head": "d59-sq113-sk203-gqa6x2-causal",
     "fast-fwd-no-dropout": "d64-sq128-sk217-h4-drop0.17",
     "fast-bwd-dropout-transposed": "d64-sq128-sk217-h4-drop0.17",
     "fast-dropout-hash": "d64-sq128-sk217-h4-drop0.17",
     "fast-no-delta": "d64-sq128-sk128-b2-h4",
-    "fast-dq-row-stats": "d64-sq128-sk128-b2-h4",
+    "fast-row-stats": "d64-sq128-sk128-b2-h4",
     "fast-fwd-lse-off": "d64-sq128-sk128-b2-h4",
     "fast-fwd-no-rescale-hi": "d128-sq128-sk217-h4-win32",
     "fast-dkdv-store-hi": "d128-sq128-sk217-h4-win32",
+    "fast-dq-not-transposed": "d64-sq128-sk128-b2-h4",
+    "fast-kv-tile-rounds": "d8-sq40-sk300-b2-gqa64x32",
+    "fast-dq-sum-one-slot": "d64-sq128-sk128-b2-h4",
+    "fast-dq-sum-not-zeroed": "d64-sq128-sk128-b2-h4",
 }
