@@ -146,16 +146,16 @@ if (k1 >= qa0 && k1 - qa0 >= p.window) { return false; }
 }
 return true;
 }
-// [row tile, batch * heads index] of a workgroup of a (1, tiles, batch * heads) dispatch.
+// [query tile, batch * heads index] of a workgroup of a (1, tiles, batch * heads) dispatch.
 // Workgroups start roughly in index order, so tiles are handed out heaviest first across
-// all heads (not head by head), and light tiles fill the SMs at the end. With causal
-// masking the last query tiles see the most keys (heavy_last; the forward and dQ passes)
-// and the first key tiles the most queries (the dK/dV pass). On the H200 this made the
-// causal passes at S = 4096 12-21 % faster and the others no slower.
-fn ff_tile_order(wg: vec3<u32>, nwg: vec3<u32>, heavy_last: bool) -> vec2<u32> {
+// all heads (not head by head), and light tiles fill the SMs at the end: with causal
+// masking the last query tiles see the most keys. On the H200 this made the causal
+// forward at S = 4096 18 % faster and the non-causal one no slower (and the causal passes
+// of the backward, when they were tiled this way, 7-22 %).
+fn ff_tile_order(wg: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
 let i = wg.y + wg.z * nwg.y;
 let tile = i / nwg.z;
-return vec2<u32>(select(tile, nwg.y - 1u - tile, heavy_last), i % nwg.z);
+return vec2<u32>(nwg.y - 1u - tile, i % nwg.z);
 }
 // Queries [begin, end) that see any key in [k0, k1] (uniform).
 fn ff_query_range(k0: u32, k1: u32) -> vec2<u32> {
@@ -190,8 +190,8 @@ b: vec4<f32>,
 // Fetching: an invocation loads two vec4s per staged step (vec4s lid and lid + 256 of the
 // step's 512). Both come from one ff_load8 call, which switches on the buffer once and
 // loads without branches; a vec4 past the rows or head_dim is loaded from a clamped index
-// and zeroed after. (On the H200, one switch per vec4 measured up to 6 % slower; no switch
-// at all, every load from one buffer (wrong results, a bound), 8-15 % faster.)
+// and zeroed after. (On the H200, one switch per vec4 measured up to 6 % slower; a copy of
+// the fetch helpers per buffer, with no switch at all, measured the same as this.)
 // Flat index of element c of row r of src (r relative to src.row0).
 fn ff_at(src: FfRows, r: u32, c: u32) -> u32 {
 return src.base + (src.row0 + r) * src.stride + c;

@@ -52,7 +52,7 @@ if (t.x == 0u) { ffw_lse[(b * p.num_heads + h) * p.seq_q + qi] = lse; }
 fn fa2f_fwd(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
 let p = fa2_params;
 let t = ff_tid(lid);
-let job = ff_tile_order(wg, nwg, true);
+let job = ff_tile_order(wg, nwg);
 let b = job.y / p.num_heads;
 let h = job.y % p.num_heads;
 let kvh = h / (p.num_heads / p.num_kv_heads);
