@@ -175,15 +175,20 @@ FAST_WORKGROUP_BYTES = 22784
 
 def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> Variant:
     """The register-tiled kernels (shaders/fa2_fast_*.wgsl) with tiles for head_dim <= 64 or
-    <= 128: FAST_ROWS x 64 score tiles in 4 x 4 blocks per invocation."""
+    <= 128: FAST_ROWS x 64 score tiles in 4 x 4 blocks per invocation. Up to 64, one
+    key-tile pass computes dK, dV and dQ's partial sums; at 128 a dV pass and a dK/dQ pass
+    (one pass holding all three runs one workgroup per SM: fa2_fast_backward.wgsl)."""
     base = (FORWARD_FILE, f"fa2_fast_d{head_dim}.wgsl", "fa2_fast_common.wgsl")
     fwd, bwd = (*base, "fa2_fast_forward.wgsl"), (*base, "fa2_fast_backward.wgsl")
     pm = {8: ("params", UNIFORM), 9: ("mask", RO)}
     qkv = {0: ("q", RO), 1: ("k", RO), 2: ("v", RO)}
+    # Every key-tile pass binds all of these: the shared body refers to each.
+    key_tiles = {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RW)}
+    entries = ("fa2f_bwd_dk_dv",) if head_dim <= 64 else ("fa2f_bwd_dv", "fa2f_bwd_dk_dq")
     return Variant(
         name="fast",
         description="register-tiled forward; backward from the forward's LSE: Delta pass, "
-        "dK/dV pass adding dQ into partial sums, dQ sum pass (no atomics)",
+        "key-tile pass(es) for dK, dV and partial sums of dQ, dQ sum pass (no atomics)",
         forward=Kernel(
             "fa2f_fwd",
             fwd,
@@ -201,13 +206,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
                 "num_heads",
                 256,
             ),
-            Kernel(
-                "fa2f_bwd_dk_dv",
-                bwd,
-                {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RW)},
-                "slots",
-                "kv_heads",
-            ),
+            *(Kernel(e, bwd, key_tiles, "slots", "kv_heads") for e in entries),
             Kernel(
                 "fa2f_bwd_dq_sum",
                 bwd,

@@ -118,27 +118,51 @@ if (c + 1u < d) { ffb_scratch[i + c + 1u] += v.y; }
 if (c + 2u < d) { ffb_scratch[i + c + 2u] += v.z; }
 if (c + 3u < d) { ffb_scratch[i + c + 3u] += v.w; }
 }
-fn ffb_add_dq(t: vec2<u32>, slot: u32, bh: u32, qi: u32, lo: vec4<f32>, hi: vec4<f32>) {
+// Adds v to columns c0 + 4 tx .. + 3 of partial sum `slot` of dQ row (bh, qi).
+fn ffb_add_dq(t: vec2<u32>, slot: u32, bh: u32, qi: u32, c0: u32, v: vec4<f32>) {
 if (qi >= fa2_params.seq_q) { return; }
-let i = ffb_part(slot, bh, qi);
-ffb_add4(i, t.x * 4u, lo);
-if (FF_NCOL > 1u) { ffb_add4(i, 64u + t.x * 4u, hi); }
+ffb_add4(ffb_part(slot, bh, qi), c0 + t.x * 4u, v);
 }
-fn ffb_store_kv(t: vec2<u32>, b: u32, kvh: u32, kj: u32, dk_lo: vec4<f32>, dk_hi: vec4<f32>, dv_lo: vec4<f32>, dv_hi: vec4<f32>) {
+// dQ rows q0 + ty + 16 i += the P tile (scale dS, transposed to query rows) times the key
+// rows ks, in column halves (FF_NCOL of them): one half's accumulators at a time.
+fn ffb_dq_tile(lid: u32, t: vec2<u32>, slot: u32, bh: u32, q0: u32, ks: FfRows) {
+let qr = q0 + t.y + FF_COLS;
+let lo = ff_pv_tile(lid, t, FfAcc(), ks, 1u).lo;
+ffb_add_dq(t, slot, bh, qr.x, 0u, lo[0]);
+ffb_add_dq(t, slot, bh, qr.y, 0u, lo[1]);
+ffb_add_dq(t, slot, bh, qr.z, 0u, lo[2]);
+ffb_add_dq(t, slot, bh, qr.w, 0u, lo[3]);
+if (FF_NCOL > 1u) {
+let hi = ff_pv_tile(lid, t, FfAcc(), ks, 2u).hi;
+ffb_add_dq(t, slot, bh, qr.x, 64u, hi[0]);
+ffb_add_dq(t, slot, bh, qr.y, 64u, hi[1]);
+ffb_add_dq(t, slot, bh, qr.z, 64u, hi[2]);
+ffb_add_dq(t, slot, bh, qr.w, 64u, hi[3]);
+}
+}
+fn ffb_store_kv(t: vec2<u32>, b: u32, kvh: u32, kj: u32, dk_lo: vec4<f32>, dk_hi: vec4<f32>, dv_lo: vec4<f32>, dv_hi: vec4<f32>, parts: FfbParts) {
 let p = fa2_params;
 if (kj >= p.seq_k) { return; }
 let base = ((b * p.seq_k + kj) * p.num_kv_heads + kvh) * p.head_dim;
-ffb_put_dk(base, t.x * 4u, dk_lo);
-ffb_put_dv(base, t.x * 4u, dv_lo);
+if (parts.dk) { ffb_put_dk(base, t.x * 4u, dk_lo); }
+if (parts.dv) { ffb_put_dv(base, t.x * 4u, dv_lo); }
 if (FF_NCOL > 1u) {
-ffb_put_dk(base, 64u + t.x * 4u, dk_hi);
-ffb_put_dv(base, 64u + t.x * 4u, dv_hi);
+if (parts.dk) { ffb_put_dk(base, 64u + t.x * 4u, dk_hi); }
+if (parts.dv) { ffb_put_dv(base, 64u + t.x * 4u, dv_hi); }
 }
 }
+// What a key-tile pass computes: dV, and dK with dQ's partial sums (both in one pass for
+// head_dim <= 64; for 128 two passes, since one holding dK, dV and a dQ half (96 floats)
+// runs one workgroup per SM: see the top).
+struct FfbParts {
+dv: bool,
+dk: bool,
+};
 
-// Dispatch: (1, G, batch * num_kv_heads): slot wg.y of G (see the top).
-@compute @workgroup_size(256)
-fn fa2f_bwd_dk_dv(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+// Key tiles of slot wg.y of G for workgroup (slot, batch, kv head) of a (1, G, batch *
+// num_kv_heads) dispatch (see the top). `parts` is a constant per entry point, so the
+// compiler drops what a pass does not compute, and its registers.
+fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
 let p = fa2_params;
 let t = ff_tid(lid);
 let b = wg.z / p.num_kv_heads;
@@ -165,7 +189,8 @@ for (var q0 = range.x; q0 < range.y; q0 += FF_BC) {
 let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
 let dos = ff_q_rows(FF_DO, b, h, q0, 1.0);
 let s = ff_score_tile(lid, t, ks, qs);
-let dp = ff_score_tile(lid, t, vs, dos);
+var dp = mat4x4<f32>();
+if (parts.dk) { dp = ff_score_tile(lid, t, vs, dos); }
 let qc = q0 + t.x + FF_COLS;
 let st = array<vec2<f32>, 4>(ffb_stat(bh, qc.x), ffb_stat(bh, qc.y), ffb_stat(bh, qc.z), ffb_stat(bh, qc.w));
 let delta = vec4<f32>(st[0].x, st[1].x, st[2].x, st[3].x);
@@ -175,28 +200,39 @@ let r0 = ffb_grad4(s[0], dp[0], delta, lse, b, h, bh, qc, vec4<u32>(keys.x), chk
 let r1 = ffb_grad4(s[1], dp[1], delta, lse, b, h, bh, qc, vec4<u32>(keys.y), chk);
 let r2 = ffb_grad4(s[2], dp[2], delta, lse, b, h, bh, qc, vec4<u32>(keys.z), chk);
 let r3 = ffb_grad4(s[3], dp[3], delta, lse, b, h, bh, qc, vec4<u32>(keys.w), chk);
+if (parts.dv) {
 ff_put_p(t, mat4x4<f32>(r0.pm, r1.pm, r2.pm, r3.pm));
 workgroupBarrier();
-dv = ff_pv_tile(lid, t, dv, dos);
+dv = ff_pv_tile(lid, t, dv, dos, 3u);
+}
+if (parts.dk) {
 ff_put_p(t, mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds));
 workgroupBarrier();
-dk = ff_pv_tile(lid, t, dk, qs);
-// dQ rows q0 + ty + 16 i += scale dS K: the same dS, transposed to query rows.
+dk = ff_pv_tile(lid, t, dk, qs, 3u);
+// dQ rows += scale dS K: the same dS, transposed to query rows.
 ff_put_pt(t, mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds) * p.scale);
 workgroupBarrier();
-let dq = ff_pv_tile(lid, t, FfAcc(), ks);
-let qr = q0 + t.y + FF_COLS;
-ffb_add_dq(t, slot, bh, qr.x, dq.lo[0], dq.hi[0]);
-ffb_add_dq(t, slot, bh, qr.y, dq.lo[1], dq.hi[1]);
-ffb_add_dq(t, slot, bh, qr.z, dq.lo[2], dq.hi[2]);
-ffb_add_dq(t, slot, bh, qr.w, dq.lo[3], dq.hi[3]);
+ffb_dq_tile(lid, t, slot, bh, q0, ks);
 }
 }
-ffb_store_kv(t, b, kvh, keys.x, dk.lo[0], dk.hi[0], dv.lo[0], dv.hi[0]);
-ffb_store_kv(t, b, kvh, keys.y, dk.lo[1], dk.hi[1], dv.lo[1], dv.hi[1]);
-ffb_store_kv(t, b, kvh, keys.z, dk.lo[2], dk.hi[2], dv.lo[2], dv.hi[2]);
-ffb_store_kv(t, b, kvh, keys.w, dk.lo[3], dk.hi[3], dv.lo[3], dv.hi[3]);
 }
+ffb_store_kv(t, b, kvh, keys.x, dk.lo[0], dk.hi[0], dv.lo[0], dv.hi[0], parts);
+ffb_store_kv(t, b, kvh, keys.y, dk.lo[1], dk.hi[1], dv.lo[1], dv.hi[1], parts);
+ffb_store_kv(t, b, kvh, keys.z, dk.lo[2], dk.hi[2], dv.lo[2], dv.hi[2], parts);
+ffb_store_kv(t, b, kvh, keys.w, dk.lo[3], dk.hi[3], dv.lo[3], dv.hi[3], parts);
+}
+}
+@compute @workgroup_size(256)
+fn fa2f_bwd_dk_dv(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+ffb_key_tiles(lid, wg, nwg, FfbParts(true, true));
+}
+@compute @workgroup_size(256)
+fn fa2f_bwd_dv(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+ffb_key_tiles(lid, wg, nwg, FfbParts(true, false));
+}
+@compute @workgroup_size(256)
+fn fa2f_bwd_dk_dq(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+ffb_key_tiles(lid, wg, nwg, FfbParts(false, true));
 }
 
 // ---- pass 3: dQ from the partial sums ----

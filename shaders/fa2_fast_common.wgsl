@@ -276,16 +276,19 @@ workgroupBarrier();
 }
 return s;
 }
-// acc += columns [r0, r0 + FF_VK) of the P tile times the staged rows.
-fn ff_pv_step(t: vec2<u32>, acc: FfAcc, r0: u32) -> FfAcc {
+// acc += columns [r0, r0 + FF_VK) of the P tile times the staged rows; halves: 1 for the
+// low output columns, 2 for the high ones (FF_NCOL > 1), 3 for both.
+fn ff_pv_step(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32) -> FfAcc {
 var o = acc;
 for (var k = 0u; k < FF_VK; k += 4u) {
 let pc = (r0 + k) / 4u;
 let i = FF_P0 + t.y * FF_PS + pc;
 let w = mat4x4<f32>(ff_smem[i], ff_smem[i + 16u * FF_PS], ff_smem[i + 32u * FF_PS], ff_smem[i + 48u * FF_PS]);
 let j = FF_V0 + k * FF_VS + t.x;
+if ((halves & 1u) != 0u) {
 o.lo = ff_axpy4(o.lo, w, mat4x4<f32>(ff_smem[j], ff_smem[j + FF_VS], ff_smem[j + 2u * FF_VS], ff_smem[j + 3u * FF_VS]));
-if (FF_NCOL > 1u) {
+}
+if (FF_NCOL > 1u && (halves & 2u) != 0u) {
 let j2 = j + 16u;
 o.hi = ff_axpy4(o.hi, w, mat4x4<f32>(ff_smem[j2], ff_smem[j2 + FF_VS], ff_smem[j2 + 2u * FF_VS], ff_smem[j2 + 3u * FF_VS]));
 }
@@ -293,8 +296,8 @@ o.hi = ff_axpy4(o.hi, w, mat4x4<f32>(ff_smem[j2], ff_smem[j2 + FF_VS], ff_smem[j
 return o;
 }
 // acc += the P tile (64 x 64, after a barrier) times rows [v.row0, v.row0 + 64) of v, in
-// steps of FF_VK rows (one fetch for two steps).
-fn ff_pv_tile(lid: u32, t: vec2<u32>, acc: FfAcc, v: FfRows) -> FfAcc {
+// steps of FF_VK rows (one fetch for two steps); halves as for ff_pv_step.
+fn ff_pv_tile(lid: u32, t: vec2<u32>, acc: FfAcc, v: FfRows, halves: u32) -> FfAcc {
 var o = acc;
 for (var r0 = 0u; r0 < FF_BC; r0 += 2u * FF_VK) {
 // Rows past the end are zero in both operands: skip them (uniform).
@@ -302,12 +305,12 @@ if (v.row0 + r0 >= v.rows) { break; }
 let cur = ff_fetch_rows(lid, v, r0);
 ff_stage_rows(lid, cur.a);
 workgroupBarrier();
-o = ff_pv_step(t, o, r0);
+o = ff_pv_step(t, o, r0, halves);
 workgroupBarrier();
 if (v.row0 + r0 + FF_VK >= v.rows) { break; }
 ff_stage_rows(lid, cur.b);
 workgroupBarrier();
-o = ff_pv_step(t, o, r0 + FF_VK);
+o = ff_pv_step(t, o, r0 + FF_VK, halves);
 workgroupBarrier();
 }
 return o;

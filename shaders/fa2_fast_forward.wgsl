@@ -85,7 +85,7 @@ o.lo = mat4x4<f32>(o.lo[0] * corr.x, o.lo[1] * corr.y, o.lo[2] * corr.z, o.lo[3]
 o.hi = mat4x4<f32>(o.hi[0] * corr.x, o.hi[1] * corr.y, o.hi[2] * corr.z, o.hi[3] * corr.w);
 m = m_new;
 workgroupBarrier();
-o = ff_pv_tile(lid, t, o, ff_kv_rows(FF_V, b, kvh, k0, 1.0));
+o = ff_pv_tile(lid, t, o, ff_kv_rows(FF_V, b, kvh, k0, 1.0), 3u);
 }
 let lt = ff_row_sum(t, l);
 // A row with no unmasked key: O = 0, LSE = FF_EMPTY_LSE.

@@ -65,9 +65,9 @@ ABLATIONS: dict[str, tuple[Mutant, ...]] = {
             ("chunk", "ff_stage_chunk(lid, FF_SB, ff_fetch_chunk(lid, b, c0));"),
             ("scores", "s = ff_scores_chunk(s, t);"),
             ("rows", "ff_stage_rows(lid, cur.a);"),
-            ("pv", "o = ff_pv_step(t, o, r0);"),
+            ("pv", "o = ff_pv_step(t, o, r0, halves);"),
             ("rows2", "ff_stage_rows(lid, cur.b);"),
-            ("pv2", "o = ff_pv_step(t, o, r0 + FF_VK);"),
+            ("pv2", "o = ff_pv_step(t, o, r0 + FF_VK, halves);"),
         )
     ),
     # half the multiply-adds of both GEMMs (same loads)

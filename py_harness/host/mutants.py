@@ -126,6 +126,14 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast("kv-tile-rounds", FAST_BWD, "nwg.y - 1u - slot", "nwg.y - slot"),
     _fast("dq-sum-one-slot", FAST_BWD, "g < slots; g++", "g < 1u; g++"),
     _fast("dq-sum-not-zeroed", FAST_BWD, "ffb_scratch[i] = 0.0;", ""),
+    # head_dim 128's split passes: dQ's high half never accumulated, dV left unwritten
+    _fast(
+        "dq-high-half",
+        FAST_BWD,
+        "ff_pv_tile(lid, t, FfAcc(), ks, 2u)",
+        "ff_pv_tile(lid, t, FfAcc(), ks, 1u)",
+    ),
+    _fast("dv-pass-off", FAST_BWD, "FfbParts(true, false)", "FfbParts(false, false)"),
 )
 
 
@@ -259,4 +267,6 @@ FIRST_CATCH: dict[str, str] = {
     "fast-kv-tile-rounds": "d8-sq40-sk300-b2-gqa64x32",
     "fast-dq-sum-one-slot": "d64-sq128-sk128-b2-h4",
     "fast-dq-sum-not-zeroed": "d64-sq128-sk128-b2-h4",
+    "fast-dq-high-half": "d128-sq128-sk217-h4-win32",
+    "fast-dv-pass-off": "d128-sq128-sk217-h4-win32",
 }
