@@ -184,7 +184,12 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     qkv = {0: ("q", RO), 1: ("k", RO), 2: ("v", RO)}
     # Every key-tile pass binds all of these: the shared body refers to each.
     key_tiles = {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RW)}
-    entries = ("fa2f_bwd_dk_dv",) if head_dim <= 64 else ("fa2f_bwd_dv", "fa2f_bwd_dk_dq")
+    # The dV pass adds no dQ sums: one key tile per workgroup (slot = key tile, one round).
+    dv_pass = Kernel("fa2f_bwd_dv", bwd, key_tiles, "seq_k", "kv_heads", FAST_ROWS)
+    slotted = ("fa2f_bwd_dk_dv",) if head_dim <= 64 else ("fa2f_bwd_dk_dq",)
+    key_passes = tuple(Kernel(e, bwd, key_tiles, "slots", "kv_heads") for e in slotted)
+    if head_dim > 64:
+        key_passes = (dv_pass, *key_passes)
     return Variant(
         name="fast",
         description="register-tiled forward; backward from the forward's LSE: Delta pass, "
@@ -206,7 +211,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
                 "num_heads",
                 256,
             ),
-            *(Kernel(e, bwd, key_tiles, "slots", "kv_heads") for e in entries),
+            *key_passes,
             Kernel(
                 "fa2f_bwd_dq_sum",
                 bwd,

@@ -160,8 +160,9 @@ dk: bool,
 };
 
 // Key tiles of slot wg.y of G for workgroup (slot, batch, kv head) of a (1, G, batch *
-// num_kv_heads) dispatch (see the top). `parts` is a constant per entry point, so the
-// compiler drops what a pass does not compute, and its registers.
+// num_kv_heads) dispatch (see the top). The dV pass, which adds no dQ sums, is dispatched
+// with G = ceil(seq_k / 64): one key tile per workgroup. `parts` is a constant per entry
+// point, so the compiler drops what a pass does not compute, and its registers.
 fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
 let p = fa2_params;
 let t = ff_tid(lid);
