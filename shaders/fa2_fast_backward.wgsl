@@ -11,7 +11,11 @@
 //    Workgroup (slot g, batch, kv head) of a (1, G, batch * kv_heads) dispatch takes key
 //    tiles g, g + G, g + 2G, ... and adds into partial sum g of dQ, which no other
 //    workgroup touches: S and dP are computed once per tile pair (a separate dQ pass
-//    would compute them again: 7 GEMMs per tile pair instead of 5).
+//    would compute them again: 7 GEMMs per tile pair instead of 5). At head_dim 128 this
+//    is two passes from one body (FfbParts): fa2f_bwd_dv, and fa2f_bwd_dk_dq for dK and
+//    dQ's sums, because one pass holding dK and dV (64 floats per invocation) with the
+//    rest ran one workgroup per SM on the H200 where these run two (6 GEMMs per tile
+//    pair, and faster: docs/results-h200.md).
 // 3. fa2f_bwd_dq_sum: dQ = the sum of the G partial sums (in slot order), which it zeroes
 //    for the next run (buffers start zeroed).
 // Q is staged scaled (as the forward does) and the same products are summed in the same
@@ -152,8 +156,7 @@ if (parts.dv) { ffb_put_dv(base, 64u + t.x * 4u, dv_hi); }
 }
 }
 // What a key-tile pass computes: dV, and dK with dQ's partial sums (both in one pass for
-// head_dim <= 64; for 128 two passes, since one holding dK, dV and a dQ half (96 floats)
-// runs one workgroup per SM: see the top).
+// head_dim <= 64, two passes for 128: see the top).
 struct FfbParts {
 dv: bool,
 dk: bool,
