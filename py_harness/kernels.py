@@ -59,8 +59,12 @@ class Variant:
     # dispatches that variant's kernels instead of this one's (e.g. tiles sized for
     # head_dim 64). They compile with this variant and must fit its required_limits.
     by_head_dim: tuple[tuple[int, Variant], ...] = ()
-    # Whether the backward adds dQ into partial sums in the scratch (see dq_slots).
-    partial_dq: bool = False
+
+    @property
+    def partial_dq(self) -> bool:
+        """Whether the backward adds dQ into partial sums in the scratch (a pass with one
+        workgroup per sum: see dq_slots)."""
+        return any(k.rows == "slots" for k in self.backward)
 
     def dq_slots(self, cfg: AttentionConfig, cap_bytes: int) -> int:
         """How many partial sums of dQ the backward keeps (0: none). Enough that
@@ -184,12 +188,15 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     qkv = {0: ("q", RO), 1: ("k", RO), 2: ("v", RO)}
     # Every key-tile pass binds all of these: the shared body refers to each.
     key_tiles = {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RW)}
-    # The dV pass adds no dQ sums: one key tile per workgroup (slot = key tile, one round).
-    dv_pass = Kernel("fa2f_bwd_dv", bwd, key_tiles, "seq_k", "kv_heads", FAST_ROWS)
-    slotted = ("fa2f_bwd_dk_dv",) if head_dim <= 64 else ("fa2f_bwd_dk_dq",)
-    key_passes = tuple(Kernel(e, bwd, key_tiles, "slots", "kv_heads") for e in slotted)
+    key_passes: tuple[Kernel, ...] = (
+        Kernel("fa2f_bwd_dk_dv", bwd, key_tiles, "slots", "kv_heads"),
+    )
     if head_dim > 64:
-        key_passes = (dv_pass, *key_passes)
+        key_passes = (
+            # adds no dQ sums: one key tile per workgroup (slot = key tile, one round)
+            Kernel("fa2f_bwd_dv", bwd, key_tiles, "seq_k", "kv_heads", FAST_ROWS),
+            Kernel("fa2f_bwd_dk_dq", bwd, key_tiles, "slots", "kv_heads"),
+        )
     return Variant(
         name="fast",
         description="register-tiled forward; backward from the forward's LSE: Delta pass, "
@@ -228,7 +235,6 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
             "maxComputeWorkgroupSizeX": 256,
         },
         by_head_dim=by_head_dim,
-        partial_dq=True,
     )
 
 

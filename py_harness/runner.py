@@ -92,11 +92,7 @@ class AttentionRunner:
         bufs: dict[str, Buffer] = {}
         try:
             dev.push_error_scopes()
-            for name in ("q", "k", "v", "d_out", "mask"):
-                bufs[name] = dev.create_buffer_with_data(tensors.get(name, b""), ("STORAGE",), name)
-            bufs["params"] = dev.create_buffer_with_data(pack_params(cfg), ("UNIFORM",), "params")
-            for name, elems in output_sizes(cfg, slots).items():
-                bufs[name] = dev.create_buffer(4 * elems, ("STORAGE", "COPY_SRC"), name)
+            bufs = create_buffers(dev, cfg, tensors, slots)
             await dev.pop_error_scopes("buffers")
 
             fwd_ms = await self._dispatch(cfg, (chosen.forward,), bufs, slots)
@@ -141,6 +137,26 @@ class AttentionRunner:
             grid = kernel.workgroups(cfg, slots)
             out.append(ComputePass(pipeline, group, grid, kernel.entry_point))
         return out
+
+
+def create_buffers(
+    dev: Device, cfg: AttentionConfig, tensors: dict[str, bytes], slots: int
+) -> dict[str, Buffer]:
+    """The buffers the kernels bind (kernels.BUFFERS): the inputs uploaded (an absent one,
+    e.g. no mask, as a placeholder), params, and the outputs sized by output_sizes. On an
+    error the buffers made so far are destroyed."""
+    bufs: dict[str, Buffer] = {}
+    try:
+        for name in ("q", "k", "v", "d_out", "mask"):
+            bufs[name] = dev.create_buffer_with_data(tensors.get(name, b""), ("STORAGE",), name)
+        bufs["params"] = dev.create_buffer_with_data(pack_params(cfg), ("UNIFORM",), "params")
+        for name, elems in output_sizes(cfg, slots).items():
+            bufs[name] = dev.create_buffer(4 * elems, ("STORAGE", "COPY_SRC"), name)
+    except BaseException:
+        for buf in bufs.values():
+            dev.destroy_buffer(buf)
+        raise
+    return bufs
 
 
 def output_sizes(cfg: AttentionConfig, slots: int) -> dict[str, int]:

@@ -17,10 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..config import AttentionConfig, binding_cap
-from ..gpu.device import Buffer, ComputePass, Device
+from ..gpu.device import ComputePass, Device
 from ..kernels import Variant
-from ..params import pack_params
-from ..runner import AttentionRunner, output_sizes
+from ..runner import AttentionRunner, create_buffers
 from . import compare, reference
 from .sessions import SHADER_DIR, shader_sources
 
@@ -53,18 +52,6 @@ def make_inputs(cfg: AttentionConfig, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 # ---- WebGPU variants ---------------------------------------------------------------
-def _buffers(
-    dev: Device, cfg: AttentionConfig, x: dict[str, np.ndarray], slots: int
-) -> dict[str, Buffer]:
-    """The runner's buffer set (kernels.BUFFERS), inputs uploaded."""
-    bufs = {n: dev.create_buffer_with_data(a.tobytes(), ("STORAGE",), n) for n, a in x.items()}
-    bufs["mask"] = dev.create_buffer_with_data(b"", ("STORAGE",), "mask")
-    bufs["params"] = dev.create_buffer_with_data(pack_params(cfg), ("UNIFORM",), "params")
-    for name, elems in output_sizes(cfg, slots).items():
-        bufs[name] = dev.create_buffer(4 * elems, ("STORAGE", "COPY_SRC"), name)
-    return bufs
-
-
 def _warming(args, started: float, done: int) -> bool:
     """Whether warm-up goes on after `done` runs begun at `started`: at least args.warmup
     runs and args.warmup_ms of wall time (short sizes get many runs, long ones a few)."""
@@ -104,7 +91,7 @@ async def bench_variant(dev, variant: Variant, cfg, x, args) -> Row:
     runner = AttentionRunner(dev, shader_sources(args.shaders), variant)
     chosen = variant.for_head_dim(cfg.head_dim)
     slots = chosen.dq_slots(cfg, binding_cap(dev.limits))
-    bufs = _buffers(dev, cfg, x, slots)
+    bufs = create_buffers(dev, cfg, {n: a.tobytes() for n, a in x.items()}, slots)
     try:
         fwd = await _time(dev, await runner.passes(cfg, (chosen.forward,), bufs, slots), args)
         bwd = await _time(dev, await runner.passes(cfg, chosen.backward, bufs, slots), args)
