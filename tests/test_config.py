@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -101,8 +102,9 @@ def test_runner_refuses_before_any_gpu_work(config, tensors, match) -> None:
     runner = AttentionRunner(
         device, {"flash_attention_v2.wgsl": "", "flash_attention_v2_backward.wgsl": ""}
     )
-    with pytest.raises(ConfigError, match=match):
-        asyncio.run(runner.run(config, tensors))
+    # On a thread of its own: after a browser test, Playwright's loop runs on this one.
+    with ThreadPoolExecutor(1) as pool, pytest.raises(ConfigError, match=match):
+        pool.submit(asyncio.run, runner.run(config, tensors)).result()
 
 
 def test_non_float32_data_is_refused_on_the_host() -> None:
