@@ -166,7 +166,7 @@ def validate_sizes(cfg: AttentionConfig, limits: dict[str, int]) -> None:
         "mask": cfg.mask_elems(),
     }
     for name, elems in sizes.items():
-        nbytes = elems * F32_BYTES
+        nbytes = -(-elems * F32_BYTES // 16) * 16  # inputs are rounded up to 16 bytes
         if nbytes > cap:
             raise ConfigError(
                 name,

@@ -73,7 +73,7 @@ class Variant:
         if not self.partial_dq:
             return 0
         rows, d = cfg.rows(), cfg.head_dim
-        fit = (cap_bytes // F32_BYTES - 2 * rows) // (rows * d)
+        fit = (cap_bytes // F32_BYTES - _vec4s(2 * rows)) // _vec4s(rows * d)
         if fit < 1:
             need = scratch_elems(cfg, 1) * F32_BYTES
             raise ConfigError(
@@ -162,8 +162,13 @@ SEED = Variant(
 
 
 def scratch_elems(cfg: AttentionConfig, slots: int) -> int:
-    """Floats of the "stats" scratch: [Delta, LSE] per query row, then `slots` dQ sums."""
-    return cfg.rows() * (2 + slots * cfg.head_dim)
+    """Floats of the "stats" scratch: [Delta, LSE] per query row, then `slots` dQ sums,
+    each part rounded up to whole vec4s (the fast kernels read and add vec4s)."""
+    return _vec4s(2 * cfg.rows()) + slots * _vec4s(cfg.rows() * cfg.head_dim)
+
+
+def _vec4s(floats: int) -> int:
+    return -(-floats // 4) * 4
 
 
 # Partial dQ sums (Variant.dq_slots): about two 256-invocation workgroups per SM of a

@@ -7,8 +7,8 @@
 // (ff_keep4 is dropout_scale for four pairs, checked bit for bit by the dropout cases). Then one of
 // fa2_fast_d64.wgsl / fa2_fast_d128.wgsl (FF_NCOL, FF_VK), this file, and
 // fa2_fast_forward.wgsl or fa2_fast_backward.wgsl, which each define
-//   fn ff_load8(buf: u32, i: u32, j: u32) -> FfPair
-// (floats [i, i + 4) and [j, j + 4) of buffer `buf`) over their own bindings.
+//   fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair
+// (vec4s i and j of buffer `buf`: Q, K, V below or their own bindings).
 //
 // Tiling. A workgroup of 256 invocations owns FF_BR = 64 rows (queries; keys in the
 // dK/dV pass) and walks the other side in tiles of FF_BC = 64 columns. Invocation
@@ -44,7 +44,13 @@ const FF_VS: u32 = 16u * FF_NCOL + 1u; // row stride (vec4) of a staged second o
 const FF_MASKED: f32 = -1.0e30; // a score <= this is masked (FA2_MASKED)
 const FF_OUT: f32 = -3.0e38; // what a masked score becomes: exp(FF_OUT - m) == 0
 const FF_EMPTY_LSE: f32 = 3.0e38;
-// ff_load8 buffer ids.
+// Q, K, V read as vec4s (flash_attention_v2.wgsl's fa2_q/k/v are the same buffers as
+// floats). The runner rounds every input buffer up to 16 bytes, so a view ends no earlier
+// than the floats do.
+@group(0) @binding(0) var<storage, read> ff_q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> ff_k: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> ff_v: array<vec4<f32>>;
+// ff_vec4_pair buffer ids.
 const FF_Q: u32 = 0u;
 const FF_K: u32 = 1u;
 const FF_V: u32 = 2u;
@@ -192,6 +198,24 @@ b: vec4<f32>,
 // loads without branches; a vec4 past the rows or head_dim is loaded from a clamped index
 // and zeroed after. (On the H200, one switch per vec4 measured up to 6 % slower; a copy of
 // the fetch helpers per buffer, with no switch at all, measured the same as this.)
+// Whole vec4 loads, not four floats each: 6 % off the forward's time on the H200 and 4 %
+// off the backward's (four float loads are four bounds checks and four transactions).
+// Floats r .. r + 3 of the eight in a, then b (r < 4).
+fn ff_shift(a: vec4<f32>, b: vec4<f32>, r: u32) -> vec4<f32> {
+let r1 = vec4<f32>(a.yzw, b.x);
+let r2 = vec4<f32>(a.zw, b.xy);
+let r3 = vec4<f32>(a.w, b.xyz);
+return select(select(select(a, r1, r == 1u), r2, r == 2u), r3, r == 3u);
+}
+// Floats [i, i + 4) and [j, j + 4) of buffer `buf`. With head_dim a multiple of 4 every
+// row, hence i and j, starts on a vec4; otherwise each is cut from the two vec4s it spans
+// (the second may lie past the end: its floats are past the row, and dropped by the caller).
+fn ff_load8(buf: u32, i: u32, j: u32) -> FfPair {
+let lo = ff_vec4_pair(buf, i >> 2u, j >> 2u);
+if (fa2_params.head_dim % 4u == 0u) { return lo; }
+let hi = ff_vec4_pair(buf, (i >> 2u) + 1u, (j >> 2u) + 1u);
+return FfPair(ff_shift(lo.a, hi.a, i & 3u), ff_shift(lo.b, hi.b, j & 3u));
+}
 // Flat index of element c of row r of src (r relative to src.row0).
 fn ff_at(src: FfRows, r: u32, c: u32) -> u32 {
 return src.base + (src.row0 + r) * src.stride + c;

@@ -7,26 +7,16 @@
 // tile through the reduction area; P = exp(S - m) into the P tile; O += P V. The running
 // sum l stays a per-invocation partial (all invocations of a row share m, so partials add
 // up) and is reduced once at the end.
-@group(0) @binding(0) var<storage, read> ffw_q: array<f32>;
-@group(0) @binding(1) var<storage, read> ffw_k: array<f32>;
-@group(0) @binding(2) var<storage, read> ffw_v: array<f32>;
 @group(0) @binding(3) var<storage, read_write> ffw_out: array<f32>;
 @group(0) @binding(4) var<storage, read_write> ffw_lse: array<f32>;
 
-fn ff_load8(buf: u32, i: u32, j: u32) -> FfPair {
-var r: FfPair;
+// Q, K, V: fa2_fast_common.wgsl's bindings.
+fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair {
 switch buf {
-case FF_Q: {
-r = FfPair(vec4<f32>(ffw_q[i], ffw_q[i + 1u], ffw_q[i + 2u], ffw_q[i + 3u]), vec4<f32>(ffw_q[j], ffw_q[j + 1u], ffw_q[j + 2u], ffw_q[j + 3u]));
+case FF_Q: { return FfPair(ff_q[i], ff_q[j]); }
+case FF_K: { return FfPair(ff_k[i], ff_k[j]); }
+default: { return FfPair(ff_v[i], ff_v[j]); }
 }
-case FF_K: {
-r = FfPair(vec4<f32>(ffw_k[i], ffw_k[i + 1u], ffw_k[i + 2u], ffw_k[i + 3u]), vec4<f32>(ffw_k[j], ffw_k[j + 1u], ffw_k[j + 2u], ffw_k[j + 3u]));
-}
-default: {
-r = FfPair(vec4<f32>(ffw_v[i], ffw_v[i + 1u], ffw_v[i + 2u], ffw_v[i + 3u]), vec4<f32>(ffw_v[j], ffw_v[j + 1u], ffw_v[j + 2u], ffw_v[j + 3u]));
-}
-}
-return r;
 }
 fn ffw_sum4(v: vec4<f32>) -> f32 {
 return (v.x + v.y) + (v.z + v.w);

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from py_harness.config import AttentionConfig, ConfigError
+from py_harness.gpu.device import Buffer, Device
 from py_harness.host.sessions import SHADER_DIR
 from py_harness.kernels import (
     FAST_ROWS,
@@ -16,6 +17,7 @@ from py_harness.kernels import (
     VARIANTS,
     scratch_elems,
 )
+from py_harness.runner import create_buffers
 
 COMMON = SHADER_DIR / "fa2_fast_common.wgsl"
 BACKWARD = SHADER_DIR / "fa2_fast_backward.wgsl"
@@ -61,3 +63,51 @@ def test_partial_dq_slots_fill_the_gpu_within_one_binding() -> None:
     # ... and a case whose scratch cannot fit is refused by name, with the limit
     with pytest.raises(ConfigError, match=r"seq_q.*over the device limit of 1000000 bytes"):
         fast.dq_slots(AttentionConfig(1, 16, 4096, 4096, 64), 1_000_000)
+
+
+class SizeRecorder(Device):
+    """Records the sizes of the buffers the runner makes; does no GPU work."""
+
+    def __init__(self) -> None:
+        super().__init__("fake", {}, {}, frozenset())
+
+    def create_buffer(self, size: int, usage: tuple[str, ...], label: str) -> Buffer:
+        return Buffer(None, size, label)
+
+    def write_buffer(self, buffer: Buffer, data: bytes) -> None:
+        assert len(data) <= buffer.size
+
+    async def read_buffer(self, buffer):  # noqa: ANN001
+        raise AssertionError
+
+    def destroy_buffer(self, buffer: Buffer) -> None:
+        pass
+
+    def destroy(self) -> None:
+        pass
+
+    async def _create_pipeline(self, module, entry_point, layout):  # noqa: ANN001
+        raise AssertionError
+
+    def create_bind_group(self, pipeline, entries):  # noqa: ANN001
+        raise AssertionError
+
+    async def run_passes(self, passes):  # noqa: ANN001
+        raise AssertionError
+
+
+def test_buffers_read_as_vec4s_hold_every_float() -> None:
+    """The fast kernels view the inputs and the scratch as array<vec4<f32>>, whose length
+    is the binding's size in whole vec4s: a size that is not a multiple of 16 bytes hides
+    the last floats (Chromium's bounds checks then return other floats; four cases of the
+    matrix failed there). The scratch's parts start on a vec4 too, for odd row counts."""
+    cfg = AttentionConfig(1, 3, 59, 203, 59, num_kv_heads=1)  # 177 rows, odd floats
+    assert cfg.q_elems() % 4 and cfg.kv_elems() % 4 and cfg.rows() % 2
+    f32 = {n: b"\0" * 4 * e for n, e in (("q", cfg.q_elems()), ("k", cfg.kv_elems()))}
+    tensors = {**f32, "v": f32["k"], "d_out": f32["q"]}
+    bufs = create_buffers(SizeRecorder(), cfg, tensors, slots=3)
+    for name in ("q", "k", "v", "d_out", "mask"):
+        assert bufs[name].size % 16 == 0 and bufs[name].size >= len(tensors.get(name, b"")), name
+    # [Delta, LSE] of 177 rows: 354 floats, then 3 sums of 177 x 59 floats, each from a vec4
+    assert scratch_elems(cfg, 3) == 356 + 3 * 10444
+    assert bufs["stats"].size == 4 * scratch_elems(cfg, 3)

@@ -121,10 +121,11 @@ class Device(ABC):
     def destroy_buffer(self, buffer: Buffer) -> None: ...
 
     def create_buffer_with_data(self, data: bytes, usage: tuple[str, ...], label: str) -> Buffer:
-        # Zero-size bindings are invalid; a 4-byte placeholder keeps the layout whole.
-        buf = self.create_buffer(max(4, _align4(len(data))), (*usage, "COPY_DST"), label)
+        # Rounded up to 16 bytes (zeros after the data): kernels may read a buffer as vec4s,
+        # and a zero-size binding is invalid (a placeholder keeps the layout whole).
+        buf = self.create_buffer(max(16, _align(len(data), 16)), (*usage, "COPY_DST"), label)
         if data:
-            self.write_buffer(buf, data + b"\0" * (_align4(len(data)) - len(data)))
+            self.write_buffer(buf, data + b"\0" * (_align(len(data), 4) - len(data)))
         return buf
 
     # -- pipelines -----------------------------------------------------------------
@@ -186,8 +187,8 @@ class Device(ABC):
         return None
 
 
-def _align4(n: int) -> int:
-    return (n + 3) // 4 * 4
+def _align(n: int, to: int) -> int:
+    return -(-n // to) * to
 
 
 def device_limits(adapter_limits: dict[str, int]) -> dict[str, int]:

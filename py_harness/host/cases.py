@@ -139,6 +139,12 @@ CASES: tuple[Case, ...] = (
     Case(16, 128, 130, offset=1, window=64, smoke=True),
     # one visible key per row (window 1, Sk 1): P must be exactly 1 (found by the fuzzer)
     Case(109, 7, 1, num_heads=3, num_kv_heads=3, window=1),
+    # The fast kernels read rows as vec4s when head_dim % 4 == 0 and cut them from two
+    # vec4s otherwise: head_dim 18 (rows on 8-byte boundaries), and head_dim 32 with an odd
+    # number of query rows (3 x 59), where dQ's partial sums after the [Delta, LSE] pairs
+    # must start on a vec4
+    Case(18, 113, 59, num_heads=2, num_kv_heads=2, causal=True, smoke=True),
+    Case(32, 59, 203, num_heads=3, num_kv_heads=1, smoke=True),
     # FlashAttention's overflow test: large logits stay finite and within the rule
     Case(64, 17, 128, large_logits=True, smoke=True),
     Case(32, 5, 17, num_heads=6, num_kv_heads=2, causal=True, large_logits=True),

@@ -130,10 +130,44 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "dq-high-half",
         FAST_BWD,
-        "ff_pv_tile(lid, t, FfAcc(), ks, 2u)",
+        "ff_pv_tile(lid, t, FfAcc(), ks, 3u)",
         "ff_pv_tile(lid, t, FfAcc(), ks, 1u)",
     ),
     _fast("dv-pass-off", FAST_BWD, "FfbParts(true, false)", "FfbParts(false, false)"),
+    # vec4 loads and adds: rows taken for vec4-aligned when head_dim is only even, the
+    # second vec4 of an unaligned row not advanced, a wrong shift, dQ's partial sums placed
+    # right after the 2 x rows stats floats (not on a vec4)
+    _fast(
+        "load-aligned-even",
+        FAST_COMMON,
+        "head_dim % 4u == 0u) { return lo; }",
+        "head_dim % 2u == 0u) { return lo; }",
+    ),
+    _fast(
+        "delta-aligned-even",
+        FAST_BWD,
+        "if (p.head_dim % 4u != 0u) {",
+        "if (p.head_dim % 2u != 0u) {",
+    ),
+    _fast("dq-add-aligned-even", FAST_BWD, "if (d % 4u == 0u) {", "if (d % 2u == 0u) {"),
+    _fast(
+        "load-second-vec4",
+        FAST_COMMON,
+        "(i >> 2u) + 1u, (j >> 2u) + 1u",
+        "(i >> 2u), (j >> 2u) + 1u",
+    ),
+    _fast(
+        "load-shift",
+        FAST_COMMON,
+        "let r2 = vec4<f32>(a.zw, b.xy);",
+        "let r2 = vec4<f32>(a.yz, b.xy);",
+    ),
+    _fast(
+        "dq-sums-unaligned",
+        FAST_BWD,
+        "return (2u * p.batch_size * p.num_heads * p.seq_q + 3u) & ~3u;",
+        "return 2u * p.batch_size * p.num_heads * p.seq_q;",
+    ),
 )
 
 
@@ -269,4 +303,10 @@ FIRST_CATCH: dict[str, str] = {
     "fast-dq-sum-not-zeroed": "d64-sq128-sk128-b2-h4",
     "fast-dq-high-half": "d128-sq128-sk217-h4-win32",
     "fast-dv-pass-off": "d128-sq128-sk217-h4-win32",
+    "fast-load-aligned-even": "d18-sq113-sk59-h2-causal",
+    "fast-delta-aligned-even": "d18-sq113-sk59-h2-causal",
+    "fast-dq-add-aligned-even": "d18-sq113-sk59-h2-causal",
+    "fast-load-second-vec4": "d59-sq113-sk203-gqa6x2-causal",
+    "fast-load-shift": "d1-sq17-sk17-h4",
+    "fast-dq-sums-unaligned": "d32-sq59-sk203-mqa3x1",
 }
