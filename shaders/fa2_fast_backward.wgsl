@@ -174,17 +174,22 @@ dv: bool,
 dk: bool,
 };
 
-// Key tiles of slot wg.y of G for workgroup (slot, batch, kv head) of a (1, G, batch *
+// Key tiles of one slot of G for one (batch, kv head), for a workgroup of a (1, G, batch *
 // num_kv_heads) dispatch (see the top). The dV pass, which adds no dQ sums, is dispatched
 // with G = ceil(seq_k / 64): one key tile per workgroup. `parts` is a constant per entry
 // point, so the compiler drops what a pass does not compute, and its registers.
 fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
 let p = fa2_params;
 let t = ff_tid(lid);
-let b = wg.z / p.num_kv_heads;
-let kvh = wg.z % p.num_kv_heads;
+// (slot, batch x kv head) slot-major across all heads, as ff_tile_order hands out query
+// tiles but in slot order: with causal masking the dV pass's first key tiles see the most
+// queries, so they go first (head by head, the last heads' light tiles ran alone at the
+// end: the causal dV pass at head_dim 128, S = 4096, took 3.6 ms, now 3.1 on the H200).
+let job = ff_tile_order(wg, nwg);
+let b = job.y / p.num_kv_heads;
+let kvh = job.y % p.num_kv_heads;
 let group = p.num_heads / p.num_kv_heads;
-let slot = wg.y;
+let slot = nwg.y - 1u - job.x;
 // Key tiles in rounds of G, alternately in slot order and in reverse: with causal masking
 // tile j sees a number of queries falling linearly in j, so every slot gets a similar
 // share of the work.
