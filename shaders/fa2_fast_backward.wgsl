@@ -121,40 +121,52 @@ return ffb_stats_len() + slot * ffb_slot_len() + (bh * p.seq_q + qi) * p.head_di
 fn ffb_add1(e: u32, x: f32) {
 ffb_scratch4[e >> 2u][e & 3u] += x;
 }
-fn ffb_add4(i: u32, c: u32, v: vec4<f32>) {
-let d = fa2_params.head_dim;
-if (d % 4u == 0u) {
-// i + c is a multiple of 4 (see the scratch's layout): one vec4. Four floats at a time
-// measured 1 % slower on the H200 (head_dim 128).
-if (c < d) { ffb_scratch4[(i + c) >> 2u] += v; }
+// Partial sum `slot` of dQ rows qr, columns c0 + 4 tx .. + 3, += m (column i: row qr[i]).
+fn ffb_add_rows(t: vec2<u32>, slot: u32, bh: u32, qr: vec4<u32>, c0: u32, m: mat4x4<f32>) {
+let p = fa2_params;
+let c = c0 + t.x * 4u;
+if (c >= p.head_dim) { return; }
+let ok = qr < vec4<u32>(p.seq_q);
+// A row past seq_q is read as row seq_q - 1 of this sum (which only this workgroup
+// writes) and not stored.
+let q = min(qr, vec4<u32>(p.seq_q - 1u));
+let e = vec4<u32>(ffb_part(slot, bh, q.x), ffb_part(slot, bh, q.y), ffb_part(slot, bh, q.z), ffb_part(slot, bh, q.w)) + c;
+if (p.head_dim % 4u == 0u) {
+// e is a multiple of 4 (see the scratch's layout): whole vec4s (four floats at a time
+// measured 1 % slower), and all four rows loaded before any is stored. Row by row, a
+// store might alias the next row's load, so each load waited for the one before:
+// the head_dim 128 dK/dQ pass took 4 % longer on the H200, the head_dim 64 pass 2.5 %.
+let i = e >> vec4<u32>(2u);
+let sum = mat4x4<f32>(ffb_scratch4[i.x], ffb_scratch4[i.y], ffb_scratch4[i.z], ffb_scratch4[i.w]) + m;
+if (ok.x) { ffb_scratch4[i.x] = sum[0]; }
+if (ok.y) { ffb_scratch4[i.y] = sum[1]; }
+if (ok.z) { ffb_scratch4[i.z] = sum[2]; }
+if (ok.w) { ffb_scratch4[i.w] = sum[3]; }
 return;
 }
-if (c < d) { ffb_add1(i + c, v.x); }
-if (c + 1u < d) { ffb_add1(i + c + 1u, v.y); }
-if (c + 2u < d) { ffb_add1(i + c + 2u, v.z); }
-if (c + 3u < d) { ffb_add1(i + c + 3u, v.w); }
+if (ok.x) { ffb_add_floats(e.x, c, m[0]); }
+if (ok.y) { ffb_add_floats(e.y, c, m[1]); }
+if (ok.z) { ffb_add_floats(e.z, c, m[2]); }
+if (ok.w) { ffb_add_floats(e.w, c, m[3]); }
 }
-// Adds v to columns c0 + 4 tx .. + 3 of partial sum `slot` of dQ row (bh, qi).
-fn ffb_add_dq(t: vec2<u32>, slot: u32, bh: u32, qi: u32, c0: u32, v: vec4<f32>) {
-if (qi >= fa2_params.seq_q) { return; }
-ffb_add4(ffb_part(slot, bh, qi), c0 + t.x * 4u, v);
+// Scratch floats e .. e + 3 += v, those of columns c .. c + 3 < head_dim (rows unaligned).
+fn ffb_add_floats(e: u32, c: u32, v: vec4<f32>) {
+let d = fa2_params.head_dim;
+ffb_add1(e, v.x);
+if (c + 1u < d) { ffb_add1(e + 1u, v.y); }
+if (c + 2u < d) { ffb_add1(e + 2u, v.z); }
+if (c + 3u < d) { ffb_add1(e + 3u, v.w); }
 }
 // dQ rows q0 + ty + 16 i += the P tile (scale dS, transposed to query rows) times the key
 // rows ks. Both column halves in one GEMM: at head_dim 128 that holds 32 more floats than
-// a half at a time, but reads the key rows once, not twice (6 % faster dK/dQ pass on the H200).
+// a half at a time, but reads the key rows once, not twice (6 % faster dK/dQ pass on the
+// H200). Each half is then added on its own: both halves' loads at once made that pass
+// 12 % slower (32 more live floats).
 fn ffb_dq_tile(lid: u32, t: vec2<u32>, slot: u32, bh: u32, q0: u32, ks: FfRows) {
 let qr = q0 + t.y + FF_COLS;
 let dq = ff_pv_tile(lid, t, FfAcc(), ks, 3u);
-ffb_add_dq(t, slot, bh, qr.x, 0u, dq.lo[0]);
-ffb_add_dq(t, slot, bh, qr.y, 0u, dq.lo[1]);
-ffb_add_dq(t, slot, bh, qr.z, 0u, dq.lo[2]);
-ffb_add_dq(t, slot, bh, qr.w, 0u, dq.lo[3]);
-if (FF_NCOL > 1u) {
-ffb_add_dq(t, slot, bh, qr.x, 64u, dq.hi[0]);
-ffb_add_dq(t, slot, bh, qr.y, 64u, dq.hi[1]);
-ffb_add_dq(t, slot, bh, qr.z, 64u, dq.hi[2]);
-ffb_add_dq(t, slot, bh, qr.w, 64u, dq.hi[3]);
-}
+ffb_add_rows(t, slot, bh, qr, 0u, dq.lo);
+if (FF_NCOL > 1u) { ffb_add_rows(t, slot, bh, qr, 64u, dq.hi); }
 }
 fn ffb_store_kv(t: vec2<u32>, b: u32, kvh: u32, kj: u32, dk_lo: vec4<f32>, dk_hi: vec4<f32>, dv_lo: vec4<f32>, dv_hi: vec4<f32>, parts: FfbParts) {
 let p = fa2_params;

@@ -149,7 +149,19 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "if (p.head_dim % 4u != 0u) {",
         "if (p.head_dim % 2u != 0u) {",
     ),
-    _fast("dq-add-aligned-even", FAST_BWD, "if (d % 4u == 0u) {", "if (d % 2u == 0u) {"),
+    _fast(
+        "dq-add-aligned-even",
+        FAST_BWD,
+        "if (p.head_dim % 4u == 0u) {",
+        "if (p.head_dim % 2u == 0u) {",
+    ),
+    # a dQ row past seq_q stored anyway (as the last row, read before this row's add)
+    _fast(
+        "dq-rows-past-end",
+        FAST_BWD,
+        "if (ok.w) { ffb_scratch4[i.w] = sum[3]; }",
+        "ffb_scratch4[i.w] = sum[3];",
+    ),
     _fast(
         "load-second-vec4",
         FAST_COMMON,
@@ -309,4 +321,5 @@ FIRST_CATCH: dict[str, str] = {
     "fast-load-second-vec4": "d59-sq113-sk203-gqa6x2-causal",
     "fast-load-shift": "d1-sq17-sk17-h4",
     "fast-dq-sums-unaligned": "d32-sq59-sk203-mqa3x1",
+    "fast-dq-rows-past-end": "d128-sq128-sk217-h4-win32",
 }
