@@ -199,7 +199,7 @@ b: vec4<f32>,
 // and zeroed after. (On the H200, one switch per vec4 measured up to 6 % slower; a copy of
 // the fetch helpers per buffer, with no switch at all, measured the same as this.)
 // Whole vec4 loads, not four floats each: 6 % off the forward's time on the H200 and 4 %
-// off the backward's (four float loads are four bounds checks and four transactions).
+// off the backward's.
 // Floats r .. r + 3 of the eight in a, then b (r < 4).
 fn ff_shift(a: vec4<f32>, b: vec4<f32>, r: u32) -> vec4<f32> {
 let r1 = vec4<f32>(a.yzw, b.x);
