@@ -7,7 +7,6 @@ import struct
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,9 @@ from py_harness.host.bench_plot import write_svg
 from py_harness.host.runtimes import runtime
 from py_harness.host.sessions import shader_sources
 from py_harness.kernels import VARIANTS
+from tests.fakes import own_thread
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _own_thread(fn, *args):
-    """fn(*args) on a thread of its own: after a browser test Playwright's event loop runs
-    on this one, and asyncio.run refuses to start inside it."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(fn, *args).result()
 
 
 def test_flops_follow_the_brief() -> None:
@@ -84,7 +77,7 @@ def test_tiny_bench_writes_table_json_and_plot(tmp_path: Path, capsys) -> None:
     argv = ["--seq", "17,40", "--head-dim", "16", "--heads", "2", "--runs", "1"]
     argv += ["--warmup", "0", "--causal", "yes", "--no-torch", "--verify"]
     argv += ["--json", str(out_json), "--plot", str(out_svg), "--variant", "seed,fast"]
-    assert _own_thread(main, argv) == 0
+    assert own_thread(main, argv) == 0
     doc = json.loads(out_json.read_text())
     impls = {(r["impl"], r["seq"]) for r in doc["rows"]}
     assert impls == {(i, s) for i in ("seed", "fast", "numpy-f32") for s in (17, 40)}
@@ -123,6 +116,6 @@ def test_occupancy_probe_times_each_spread(tmp_path: Path) -> None:
         over = dev.limits["maxComputeWorkgroupStorageSize"] / 1024 + 1
         return await probe.residency(dev, [(1, 4), (over, 4), (2, 8)], sms=1, iters=64, runs=1)
 
-    rows = _own_thread(asyncio.run, run())
+    rows = own_thread(asyncio.run, run())
     assert [(kb, live) for kb, live, _ in rows] == [(1, 16), (2, 32)]
     assert all(len(t) == len(probe.SPREAD) and min(t) > 0 for _, _, t in rows)

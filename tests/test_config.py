@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from py_harness.config import AttentionConfig, ConfigError, validate, validate_sizes
-from py_harness.gpu.device import Device, NoAdapterError
+from py_harness.gpu.device import NoAdapterError
 from py_harness.host.cases import CONTROL
 from py_harness.host.evaluate import make_inputs, run_on
 from py_harness.runner import AttentionRunner
+from tests.fakes import NoGPUWorkDevice, own_thread
 
 BASE = {"batch": 1, "num_heads": 4, "seq_q": 17, "seq_k": 17, "head_dim": 64}
 
@@ -59,28 +59,6 @@ def test_buffers_over_the_device_limit_are_refused() -> None:
     validate_sizes(cfg(), limits)
 
 
-class NoGPUWorkDevice(Device):
-    """A device whose every method fails the test: bad input must never reach it."""
-
-    def __init__(self) -> None:
-        limits = {"maxStorageBufferBindingSize": 1 << 30, "maxBufferSize": 1 << 30}
-        super().__init__("fake", {}, limits, frozenset())
-
-    def _gpu_work(self, *args: object) -> None:
-        raise AssertionError("GPU work was done for bad input")
-
-    create_buffer = write_buffer = destroy_buffer = create_bind_group = destroy = _gpu_work
-
-    async def read_buffer(self, buffer):  # noqa: ANN001
-        self._gpu_work()
-
-    async def _create_pipeline(self, module, entry_point, layout):  # noqa: ANN001
-        self._gpu_work()
-
-    async def run_passes(self, passes):  # noqa: ANN001
-        self._gpu_work()
-
-
 @pytest.mark.parametrize(
     ("config", "tensors", "match"),
     [
@@ -102,9 +80,8 @@ def test_runner_refuses_before_any_gpu_work(config, tensors, match) -> None:
     runner = AttentionRunner(
         device, {"flash_attention_v2.wgsl": "", "flash_attention_v2_backward.wgsl": ""}
     )
-    # On a thread of its own: after a browser test, Playwright's loop runs on this one.
-    with ThreadPoolExecutor(1) as pool, pytest.raises(ConfigError, match=match):
-        pool.submit(asyncio.run, runner.run(config, tensors)).result()
+    with pytest.raises(ConfigError, match=match):
+        own_thread(asyncio.run, runner.run(config, tensors))
 
 
 def test_non_float32_data_is_refused_on_the_host() -> None:

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from py_harness.config import AttentionConfig, ConfigError
-from py_harness.gpu.device import Buffer, Device
+from py_harness.gpu.device import Buffer
 from py_harness.host.sessions import SHADER_DIR
 from py_harness.kernels import (
     FAST_ROWS,
@@ -18,6 +18,7 @@ from py_harness.kernels import (
     scratch_elems,
 )
 from py_harness.runner import create_buffers
+from tests.fakes import NoGPUWorkDevice
 
 COMMON = SHADER_DIR / "fa2_fast_common.wgsl"
 BACKWARD = SHADER_DIR / "fa2_fast_backward.wgsl"
@@ -65,35 +66,14 @@ def test_partial_dq_slots_fill_the_gpu_within_one_binding() -> None:
         fast.dq_slots(AttentionConfig(1, 16, 4096, 4096, 64), 1_000_000)
 
 
-class SizeRecorder(Device):
-    """Records the sizes of the buffers the runner makes; does no GPU work."""
-
-    def __init__(self) -> None:
-        super().__init__("fake", {}, {}, frozenset())
+class SizeRecorder(NoGPUWorkDevice):
+    """Makes the buffers the runner asks for, recording their sizes; no other GPU work."""
 
     def create_buffer(self, size: int, usage: tuple[str, ...], label: str) -> Buffer:
         return Buffer(None, size, label)
 
     def write_buffer(self, buffer: Buffer, data: bytes) -> None:
         assert len(data) <= buffer.size
-
-    async def read_buffer(self, buffer):  # noqa: ANN001
-        raise AssertionError
-
-    def destroy_buffer(self, buffer: Buffer) -> None:
-        pass
-
-    def destroy(self) -> None:
-        pass
-
-    async def _create_pipeline(self, module, entry_point, layout):  # noqa: ANN001
-        raise AssertionError
-
-    def create_bind_group(self, pipeline, entries):  # noqa: ANN001
-        raise AssertionError
-
-    async def run_passes(self, passes):  # noqa: ANN001
-        raise AssertionError
 
 
 def test_buffers_read_as_vec4s_hold_every_float() -> None:
