@@ -151,6 +151,12 @@ def _validate_mask_shape(cfg: AttentionConfig) -> None:
             )
 
 
+def whole_vec4s(floats: int) -> int:
+    """floats rounded up to a multiple of 4: buffers and scratch parts the kernels may read
+    as vec4s (gpu.Device.create_buffer_with_data rounds input buffers to 16 bytes)."""
+    return -(-floats // 4) * 4
+
+
 def binding_cap(limits: dict[str, int]) -> int:
     """The largest buffer one binding can hold on this device, in bytes."""
     return min(limits["maxStorageBufferBindingSize"], limits["maxBufferSize"])
@@ -166,7 +172,7 @@ def validate_sizes(cfg: AttentionConfig, limits: dict[str, int]) -> None:
         "mask": cfg.mask_elems(),
     }
     for name, elems in sizes.items():
-        nbytes = -(-elems * F32_BYTES // 16) * 16  # inputs are rounded up to 16 bytes
+        nbytes = whole_vec4s(elems) * F32_BYTES
         if nbytes > cap:
             raise ConfigError(
                 name,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .config import F32_BYTES, AttentionConfig, ConfigError
+from .config import F32_BYTES, AttentionConfig, ConfigError, whole_vec4s
 from .shaders import BACKWARD_FILE, FORWARD_FILE
 
 RO = "read-only-storage"  # GPUBufferBindingType names
@@ -73,7 +73,7 @@ class Variant:
         if not self.partial_dq:
             return 0
         rows, d = cfg.rows(), cfg.head_dim
-        fit = (cap_bytes // F32_BYTES - _vec4s(2 * rows)) // _vec4s(rows * d)
+        fit = (cap_bytes // F32_BYTES - whole_vec4s(2 * rows)) // whole_vec4s(rows * d)
         if fit < 1:
             need = scratch_elems(cfg, 1) * F32_BYTES
             raise ConfigError(
@@ -164,11 +164,7 @@ SEED = Variant(
 def scratch_elems(cfg: AttentionConfig, slots: int) -> int:
     """Floats of the "stats" scratch: [Delta, LSE] per query row, then `slots` dQ sums,
     each part rounded up to whole vec4s (the fast kernels read and add vec4s)."""
-    return _vec4s(2 * cfg.rows()) + slots * _vec4s(cfg.rows() * cfg.head_dim)
-
-
-def _vec4s(floats: int) -> int:
-    return -(-floats // 4) * 4
+    return whole_vec4s(2 * cfg.rows()) + slots * whole_vec4s(cfg.rows() * cfg.head_dim)
 
 
 # Partial dQ sums (Variant.dq_slots): about two 256-invocation workgroups per SM of a
