@@ -2,15 +2,18 @@
 # Each runs scripts/setup.sh first, which installs what is missing and is quick after that.
 PY := .venv/bin/python
 RUNTIME ?= all
-VARIANT ?= seed
+VARIANTS ?= seed fast
 
 .PHONY: setup check test smoke lint serve
 
 setup:
 	bash scripts/setup.sh
 
+# Every variant, each judged on every runtime; results in build/check-VARIANT/.
 check: setup
-	$(PY) -m py_harness check --runtime $(RUNTIME) --variant $(VARIANT)
+	@status=0; for v in $(VARIANTS); do \
+	  $(PY) -m py_harness check --runtime $(RUNTIME) --variant $$v || status=1; \
+	done; exit $$status
 
 test: setup
 	$(PY) -m pytest

@@ -16,4 +16,5 @@ adapter = _service.adapter
 compile_kernels = _service.compile_kernels
 validate_config = _service.validate_config
 run_case = _service.run_case
+probe_loops = _service.probe_loops
 destroy_device = _service.destroy_device

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 
+from . import probes
 from .config import AttentionConfig, ConfigError, validate, validate_sizes
 from .gpu.device import Device
 from .kernels import DEFAULT_VARIANT, VARIANTS, variant
@@ -114,6 +115,10 @@ class HarnessService:
                 "backward_digests": result.backward_digests,
             }
         )
+
+    async def probe_loops(self, request_json: str) -> str:
+        """Run the loop-budget probe (probes.py) on this session's device."""
+        return json.dumps(await probes.probe_loops(await self.device()))
 
     async def destroy_device(self, request_json: str) -> str:
         """Destroy the current device (to test device-loss recovery)."""

@@ -4,6 +4,8 @@
 # (+ torch for the comparison column). Wheels for wgpu-py and its needs may be carried in
 # .whl/ and the Vulkan loader's .deb in .gl/ where the machine has no registry access.
 #   bash scripts/gpu_run.sh OUTDIR [bench options...]
+# VARIANTS="fast" limits the matrix to one variant; CHECK_ARGS replaces check's options
+# (default --long: the GPU-sized cases too); NO_BENCH=1 skips the benchmark.
 set -u
 out=${1:-build/gpu}
 shift || true
@@ -22,7 +24,10 @@ icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export PYTHONUNBUFFERED=1
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 python3 -c "import wgpu; a = wgpu.gpu.request_adapter_sync(power_preference='high-performance'); print(dict(a.info))"
-for v in seed fast; do
-  python3 -m py_harness check --runtime wgpu --variant "$v" --out "$out/check-$v" 2>&1 | grep -v XDG_RUNTIME
+# The whole matrix, the GPU-sized long cases included, on the variants named in $VARIANTS.
+for v in ${VARIANTS:-seed fast}; do
+  python3 -m py_harness check --runtime wgpu --variant "$v" ${CHECK_ARGS:---long} --out "$out/check-$v" 2>&1 |
+    grep -v XDG_RUNTIME | tee "$out/check-$v.log"
 done
+[ -n "${NO_BENCH:-}" ] && exit 0
 python3 -m py_harness bench --variant seed,fast --json "$out/bench.json" --plot "$out/bench.svg" "$@" 2>&1 | grep -v XDG_RUNTIME

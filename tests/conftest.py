@@ -31,6 +31,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="all",
         help=f"comma-separated kernel variants: {', '.join(VARIANTS)} (default: all)",
     )
+    parser.addoption(
+        "--draws",
+        type=int,
+        default=1,
+        help="judge each matrix case on N seeded input draws (default 1: draw 0)",
+    )
+    parser.addoption(
+        "--long", action="store_true", help="also run the long cases (GPU-sized; slow on CPUs)"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--draws") < 1:
+        raise pytest.UsageError(f"--draws: must be >= 1, got {config.getoption('--draws')}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--long"):
+        return
+    skip = pytest.mark.skip(reason="a long case: run with --long (GPU-sized; slow on CPUs)")
+    for item in items:
+        if "long" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def draws(pytestconfig: pytest.Config) -> int:
+    """How many input draws each matrix case is judged on (--draws)."""
+    return pytestconfig.getoption("--draws")
 
 
 @pytest.fixture(scope="session")

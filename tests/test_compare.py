@@ -64,9 +64,23 @@ def test_failure_names_the_worst_element(case):
     assert rep.max_abs_err == pytest.approx(3e-4, rel=1e-6)
     line = str(rep)
     assert line.startswith("dq: FAIL max abs 0.0003 at (1, 20, 3, 7): expected ")
-    pattern = r"bound (\S+) = 3 x (\S+) \+ 1e-06; ratio (\S+)$"
+    pattern = r"bound (\S+) = 3 x (\S+) \(f32\) \+ 1e-06; ratio (\S+)$"
     bound, base, ratio = (float(x) for x in re.search(pattern, line).groups())
     assert bound == pytest.approx(3 * base + 1e-6, rel=0.05) and ratio > 1
+
+
+def test_the_least_accurate_baseline_sets_the_bound(case):
+    _, _, ref, same = case
+    worse = ref["dq"] + 2 * (same["dq"] - ref["dq"])  # twice the float32 error
+    got = ref["dq"] + 5 * (same["dq"] - ref["dq"])
+    rep = judge("dq", got, ref["dq"], {"a": same["dq"], "b": worse})
+    assert rep.baseline == "b" and "(b)" in str(rep)
+    assert rep.baseline_err == pytest.approx(
+        2 * judge("dq", got, ref["dq"], same["dq"]).baseline_err
+    )
+    assert rep.passed and not judge("dq", got, ref["dq"], {"a": same["dq"]}).passed
+    with pytest.raises(ValueError, match="baseline b"):
+        judge("dq", got, ref["dq"], {"a": same["dq"], "b": worse[:, :-1]})
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])

@@ -1,5 +1,5 @@
 """server.py's /api/ endpoints (py_harness/host/api.py) without a browser: judging agrees
-with compare.judge / evaluate.evaluate, bad requests get clear errors, big bodies a 413."""
+with verdict.judge_outputs / evaluate.evaluate, bad requests get clear errors, big bodies a 413."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 
 import server
 from py_harness.config import AttentionConfig
-from py_harness.host import compare
 from py_harness.host.cases import CASES, SMOKE, by_id
-from py_harness.host.evaluate import OUTPUTS, make_inputs, references
+from py_harness.host.evaluate import make_inputs
+from py_harness.host.verdict import OUTPUTS, judge_outputs, references
 
 SMALL_LIMIT = 4096
 
@@ -86,6 +86,21 @@ def test_info_and_cases(base_url: str) -> None:
     assert all(AttentionConfig.from_dict(c["config"]) for c in smoke["cases"])
     _, every = request(base_url, "GET", "/api/cases?set=all")
     assert len(every["cases"]) == len(CASES)
+    assert all(c["covered"] is None for c in every["cases"])  # no variant asked about
+
+
+def test_cases_say_what_a_declared_limitation_covers(base_url: str) -> None:
+    status, got = request(base_url, "GET", "/api/cases?set=all&variant=seed&adapter=any")
+    assert status == 200
+    covered = {c["id"]: c["covered"] for c in got["cases"] if c["covered"]}
+    flaw = covered["d109-sq7-sk1-h3-win1"]  # one visible key per row: the seed's K scaling
+    assert flaw["status"] == "known" and flaw["limitation"] == "seed-k-scaling"
+    assert "exactly 1" in flaw["reason"] and flaw["text"].startswith("known flaw")
+    _, fast = request(base_url, "GET", "/api/cases?set=all&variant=fast&adapter=any")
+    assert not any(c["covered"] for c in fast["cases"])
+    for bad in ("variant=nope", "set=all&set=smoke", "colour=red"):
+        status, err = request(base_url, "GET", f"/api/cases?{bad}")
+        assert status == 400 and err["error"], bad
 
 
 def test_inputs_are_make_inputs(base_url: str) -> None:
@@ -96,9 +111,9 @@ def test_inputs_are_make_inputs(base_url: str) -> None:
         assert np.array_equal(unb64(got["tensors"][name], arr.shape), arr)
 
 
-def test_judge_agrees_with_compare(base_url: str) -> None:
+def test_judge_agrees_with_judge_outputs(base_url: str) -> None:
     x = small_inputs()
-    ref64, ref32 = references(CFG, x, np.float64), references(CFG, x, np.float32)
+    ref32 = references(CFG, x, np.float32)
     outputs = {n: ref32[n].astype(np.float32) for n in OUTPUTS}
     outputs["dq"] = outputs["dq"] + np.float32(1e-3)  # a kernel bug: dQ off
     status, got = post(
@@ -112,10 +127,11 @@ def test_judge_agrees_with_compare(base_url: str) -> None:
     )
     assert status == 200, got
     assert got["passed"] is False
-    for report in got["reports"]:
+    wants, ref64 = judge_outputs(CFG, x, outputs)
+    assert [r["name"] for r in got["reports"]] == list(OUTPUTS)
+    for report, want in zip(got["reports"], wants, strict=True):
         n = report["name"]
-        want = compare.judge(n, outputs[n], ref64[n], ref32[n]).to_json()
-        assert report == want  # JSON carries floats exactly
+        assert report == want.to_json()  # JSON carries floats exactly
         assert report["passed"] is (n != "dq")
         shape = ref64[n].shape
         assert np.array_equal(unb64(got["reference"][n], shape), ref64[n].astype(np.float32))
@@ -157,7 +173,7 @@ def test_judge_case_is_evaluate(base_url: str) -> None:
     assert status == 200, got
     assert got["case"] == case.id and got["passed"] is True
     assert [r["name"] for r in got["reports"]] == list(OUTPUTS)
-    assert got["known_failure"] is None
+    assert got["covered"] is None and got["status"] == "pass"
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,22 @@ export const fmtErr = (v) => {
   return Number.isFinite(v) ? v.toExponential(2) : String(v);
 };
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
+// The harness's statuses (api.judge, api.judge_case) as the page shows them. "known": a
+// declared flaw of the variant covers the failure; "unsupported": a declared limitation of
+// this driver covers the case, which is then not a verdict on the kernel (and, in the smoke
+// suite, not run).
+const VERDICTS = {
+  pass: { label: "PASS", row: "pass", cls: "pass" },
+  fail: { label: "FAIL", row: "FAIL", cls: "fail" },
+  known: { label: "known failure", row: "known failure", cls: "known" },
+  unsupported: {
+    label: "unsupported on this driver",
+    row: "unsupported on this driver",
+    cls: "unsupported",
+  },
+  error: { label: "error", row: "error", cls: "fail" },
+};
+const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
 function setBusy(state, busy) {
   state.busy = busy;
@@ -61,7 +77,13 @@ export async function runCase(state) {
     const reply = await call("run_case", { config, tensors: inputs, variant, backward: true });
     status("Judging against the float64 NumPy reference on the server…");
     const tj = performance.now();
-    const judged = await postJSON("/api/judge", { config, inputs, outputs: reply.outputs });
+    const judged = await postJSON("/api/judge", {
+      config,
+      inputs,
+      outputs: reply.outputs,
+      variant,
+      adapter: state.adapterName ?? "",
+    });
     const judgeMs = performance.now() - tj;
     const decode = (obj) =>
       Object.fromEntries(Object.entries(obj).map(([n, b]) => [n, fromBase64(b)]));
@@ -76,6 +98,8 @@ export async function runCase(state) {
       timing_source: reply.timing_source,
       judge_ms: judgeMs,
       passed: judged.passed,
+      status: judged.status,
+      covered: judged.covered,
       reports: judged.reports,
       arrays: {
         x,
@@ -121,12 +145,15 @@ function renderResult(run) {
   $("#timing-note").innerHTML = gpu
     ? "Pass times are <b>GPU timestamps</b> (timestamp-query) of the compute passes."
     : "Pass times are <b>wall clock</b> around submit and onSubmittedWorkDone: this adapter has no timestamp-query.";
+  const unsupported = run.status === "unsupported";
+  $("#errors").classList.toggle("not-verdict", unsupported);
+  $("#errors-caveat").hidden = !unsupported;
   $("#errors").innerHTML =
     `<thead><tr><th>output</th><th>max abs err</th><th>max rel err</th><th>bound</th><th>ratio</th><th></th></tr></thead><tbody>` +
     run.reports
       .map((r) => {
         const tip = r.worst_index
-          ? `worst at [${r.worst_index.join(", ")}]: expected ${num(r.expected)}, got ${num(r.actual)}; bound = ${r.factor} × ${fmtErr(r.baseline_err)} + ${r.floor}`
+          ? `worst at [${r.worst_index.join(", ")}]: expected ${num(r.expected)}, got ${num(r.actual)}; bound = ${r.factor} × ${fmtErr(r.baseline_err)} (${r.baseline || "float32 baseline"}) + ${r.floor}`
           : r.note;
         return (
           `<tr data-output="${r.name}" title="${esc(tip)}"><td>${NAMES[r.name]}</td>` +
@@ -140,9 +167,42 @@ function renderResult(run) {
       .join("") +
     `</tbody>`;
   const v = $("#verdict");
-  v.textContent = run.passed ? "PASS" : "FAIL";
-  v.className = `pill ${run.passed ? "pass" : "fail"}`;
+  const st = VERDICTS[run.status] ? run.status : run.passed ? "pass" : "fail";
+  v.textContent = VERDICTS[st].label;
+  v.className = `pill ${VERDICTS[st].cls}`;
+  v.dataset.status = st;
+  renderVerdictNote(run, st);
   $("#result-card").hidden = false;
+}
+
+// Why a declared limitation covers this run (or would, had it failed): under the verdict.
+function renderVerdictNote(run, st) {
+  const note = $("#verdict-note");
+  const cov = run.covered;
+  note.dataset.status = st;
+  note.dataset.limitation = cov?.limitation ?? "";
+  note.className = `verdict-note ${VERDICTS[st].cls}`;
+  if (!cov || st === "fail") {
+    note.hidden = true;
+    note.replaceChildren();
+    return;
+  }
+  const text = esc(cov.text.charAt(0).toUpperCase() + cov.text.slice(1));
+  if (st === "unsupported") {
+    note.innerHTML =
+      `<b>Not a verdict.</b> ${text}. A declared limitation of this driver covers this ` +
+      `case, so its errors below say nothing about the kernel.` +
+      `<div class="cause"><b>Cause:</b> ${esc(cov.cause)}</div>`;
+  } else if (st === "known") {
+    note.innerHTML =
+      `<b>A known failure of the ${esc(run.variant)} variant.</b> ${text}.` +
+      `<details><summary>cause</summary>${esc(cov.cause)}</details>`;
+  } else {
+    note.innerHTML =
+      `<b>Passed on these inputs.</b> A declared flaw of the ${esc(run.variant)} variant ` +
+      `covers this case; it shows on some input draws and not others. ${text}.`;
+  }
+  note.hidden = false;
 }
 
 // ---- pictures ---------------------------------------------------------------------------------
@@ -235,16 +295,21 @@ export async function runSmoke(state) {
   setBusy(state, true);
   document.body.dataset.smoke = "running";
   const variant = document.querySelector("#case-form").elements.variant.value;
+  const adapter = state.adapterName ?? "";
   const tbody = $("#smoke-table tbody");
   const t0 = performance.now();
   const results = [];
+  let complete = false;
   try {
-    const { cases } = await getJSON("/api/cases");
+    // With the variant and this page's adapter, each case says whether a declared limitation
+    // covers it: a driver's (not run) or the variant's own flaw (run; a failure is known).
+    const query = new URLSearchParams({ variant, adapter });
+    const { cases } = await getJSON(`/api/cases?${query}`);
     tbody.replaceChildren(
       ...cases.map((c) => {
         const tr = document.createElement("tr");
         tr.dataset.case = c.id;
-        tr.innerHTML = `<td class="mono">${c.id}</td><td class="muted" colspan="9">waiting</td>`;
+        tr.innerHTML = `<td class="mono">${esc(c.id)}</td><td class="muted" colspan="9">waiting</td>`;
         return tr;
       }),
     );
@@ -253,52 +318,91 @@ export async function runSmoke(state) {
       const tr = tbody.children[i];
       $("#smoke-summary").textContent = `${i + 1} / ${cases.length}`;
       $("#smoke-summary").className = "pill";
-      tr.children[1].textContent = "running…";
       let result;
-      try {
-        const inp = await getJSON(`/api/inputs?case=${encodeURIComponent(c.id)}`);
-        const reply = await call("run_case", {
-          config: inp.config,
-          tensors: inp.tensors,
-          variant,
-          backward_runs: c.backward_runs,
-        });
-        result = await postJSON("/api/judge_case", {
-          case: c.id,
-          variant,
-          runtime: "browser-demo",
-          adapter: state.adapterName,
-          reply,
-        });
-      } catch (err) {
-        result = { case: c.id, passed: false, error: err.message };
+      if (c.covered?.status === "unsupported") {
+        // Its result would say nothing about the kernel: not run, neither pass nor fail.
+        result = { case: c.id, variant, passed: null, status: "unsupported", covered: c.covered };
+      } else {
+        tr.children[1].textContent = "running…";
+        try {
+          const inp = await getJSON(`/api/inputs?case=${encodeURIComponent(c.id)}`);
+          const reply = await call("run_case", {
+            config: inp.config,
+            tensors: inp.tensors,
+            variant,
+            backward_runs: c.backward_runs,
+          });
+          result = await postJSON("/api/judge_case", {
+            case: c.id,
+            variant,
+            runtime: "browser-demo",
+            adapter,
+            reply,
+          });
+        } catch (err) {
+          result = { case: c.id, variant, passed: false, status: "error", error: err.message };
+          result.covered = c.covered ?? null;
+        }
       }
       results.push(result);
       smokeRow(tr, result);
     }
+    complete = true;
   } catch (err) {
     showError(err);
   }
-  const ok = results.filter((r) => r.passed || r.known_failure).length;
+  const count = (st) => results.filter((r) => r.status === st).length;
+  const n = {
+    pass: count("pass"),
+    known: count("known"),
+    unsupported: count("unsupported"),
+    failed: results.length - count("pass") - count("known") - count("unsupported"),
+  };
   state.smoke = {
-    adapter: state.adapterName,
+    adapter,
     user_agent: navigator.userAgent,
     variant,
-    passed: results.length > 0 && ok === results.length,
+    // Nothing failed: known failures and cases unsupported on this driver are not failures.
+    passed: complete && results.length > 0 && n.failed === 0,
+    counts: {
+      passed: n.pass,
+      known: n.known,
+      unsupported: n.unsupported,
+      failed: n.failed,
+      errors: count("error"),
+    },
     wall_ms: Math.round(performance.now() - t0),
     results,
   };
+  const parts = [`${n.pass} passed`];
+  if (n.known) parts.push(plural(n.known, "known failure"));
+  if (n.unsupported) parts.push(`${n.unsupported} unsupported on this driver`);
+  parts.push(`${n.failed} failed`);
   const s = $("#smoke-summary");
-  s.textContent = `${ok} / ${results.length} passed · ${((performance.now() - t0) / 1000).toFixed(1)} s`;
-  s.className = `pill ${state.smoke.passed ? "pass" : "fail"}`;
+  s.textContent = `${parts.join(", ")} · ${((performance.now() - t0) / 1000).toFixed(1)} s`;
+  s.title = `${results.length} cases, variant ${variant}, on ${adapter || "this adapter"}`;
+  s.className = `pill ${!state.smoke.passed ? "fail" : n.known || n.unsupported ? "known" : "pass"}`;
   document.body.dataset.smoke = "done";
   setBusy(state, false);
 }
 
 function smokeRow(tr, r) {
-  tr.dataset.passed = String(Boolean(r.passed));
-  if (r.error) {
-    tr.innerHTML = `<td class="mono">${r.case}</td><td class="bad">error</td><td colspan="8" class="bad small">${esc(r.error)}</td>`;
+  const st = VERDICTS[r.status] ? r.status : r.error ? "error" : r.passed ? "pass" : "fail";
+  tr.dataset.status = st;
+  if (r.passed === null || r.passed === undefined) delete tr.dataset.passed;
+  else tr.dataset.passed = String(Boolean(r.passed));
+  const id = `<td class="mono">${esc(r.case)}</td>`;
+  const cov = r.covered;
+  if (st === "unsupported") {
+    tr.innerHTML =
+      id +
+      `<td class="unsupported" title="${esc(cov.text)}">${VERDICTS[st].row}</td>` +
+      `<td colspan="8" class="small muted" data-field="reason">not run: ` +
+      `<b>${esc(cov.limitation)}</b>: ${esc(cov.reason)}</td>`;
+    return;
+  }
+  if (st === "error") {
+    tr.innerHTML = `${id}<td class="bad">error</td><td colspan="8" class="bad small">${esc(r.error)}</td>`;
     return;
   }
   const by = Object.fromEntries(r.reports.map((x) => [x.name, x]));
@@ -310,11 +414,18 @@ function smokeRow(tr, r) {
           `<span class="${v.ok ? "good" : "bad"}" title="${esc(v.detail)}">${v.ok ? "✓" : "✗"} ${k}</span>`,
       )
       .join("<br>") || "<span class=muted>—</span>";
-  const verdict = r.passed ? "pass" : r.known_failure ? "known failure" : "FAIL";
+  // A known failure names its declared flaw; the full text is the cell's title.
+  const why =
+    st === "known" && cov
+      ? `<div class="small muted" data-field="limitation">${esc(cov.limitation)}</div>`
+      : "";
+  const cls = { pass: "good", fail: "bad", known: "known" }[st];
   const t = r.timings_ms;
   const src = r.timing_source === "timestamp-query" ? "GPU" : "wall";
   tr.innerHTML =
-    `<td class="mono">${r.case}</td><td class="${r.passed ? "good" : "bad"}" title="${esc(r.known_failure ?? "")}">${verdict}</td>` +
+    id +
+    `<td class="${cls}" title="${esc(st === "known" && cov ? cov.text : "")}">` +
+    `<span data-field="verdict">${VERDICTS[st].row}</span>${why}</td>` +
     `<td class="num">${worst.toFixed(3)}</td>` +
     ["o", "dq", "dk", "dv"]
       .map(

@@ -193,6 +193,9 @@ function wireForm() {
   form.addEventListener("change", changed);
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
+    // runCase validates the form itself: a pending check of the last edit would supersede
+    // that one and the run would silently not start.
+    clearTimeout(timer);
     runCase(state);
   });
   $("#share").addEventListener("click", async () => {

@@ -1,14 +1,18 @@
 """The demo page's /api/ endpoints: the NumPy side of server.py.
 
 server.py stays standard-library only and imports this module on the first /api/ request.
-Judging reuses evaluate.references and compare.judge (and, for the case matrix,
+Judging reuses verdict.judge_outputs (and, for the case matrix,
 evaluate.evaluate itself), so the page's verdicts are the harness's verdicts.
 
     GET  /api/info                 max body size, limits the kernels need, variants
-    GET  /api/cases[?set=all]      the SMOKE cases (or the whole matrix): ids and configs
+    GET  /api/cases[?set=all][&variant=V&adapter=A]
+                                   the SMOKE cases (or the whole matrix): ids, configs and,
+                                   with a variant, the declared limitation covering each
     GET  /api/inputs?case=ID       evaluate.make_inputs(case) as base64 f32
-    POST /api/judge                {config, inputs, outputs} -> reports, reference, errors
-    POST /api/judge_case           {case, variant, runtime, adapter, reply} -> CaseResult
+    POST /api/judge                {config, inputs, outputs, variant?, adapter?}
+                                   -> status, reports, reference, errors
+    POST /api/judge_case           {case, variant, runtime, adapter, reply}
+                                   -> CaseResult, status, covered
 
 Tensors travel as base64 of little-endian f32 bytes inside JSON, the same encoding as
 run_case's request and reply, so the page forwards them without converting. JSON floats
@@ -32,9 +36,11 @@ import numpy as np
 from ..config import AttentionConfig, ConfigError, check_input_bytes, validate
 from ..gpu.device import REQUIRED_LIMITS
 from ..kernels import DEFAULT_VARIANT, VARIANTS
-from . import compare
-from .cases import CASES, SMOKE, Case, by_id, known_failure
-from .evaluate import OUTPUTS, evaluate, make_inputs, references
+from .cases import CASES, SMOKE, Case, by_id
+from .evaluate import evaluate, make_inputs
+from .limitations import Coverage, case_coverage, coverage
+from .report import outcome
+from .verdict import OUTPUTS, judge_outputs
 
 JSON_TYPE = "application/json"
 INPUTS = ("q", "k", "v", "d_out", "mask")
@@ -52,7 +58,7 @@ def handle(
     """One request -> (HTTP status, content type, body). Never raises."""
     routes = {
         "/api/info": ("GET", lambda: info(max_body)),
-        "/api/cases": ("GET", lambda: cases(parse_qs(query).get("set", ["smoke"])[0])),
+        "/api/cases": ("GET", lambda: cases(**_one_each(query, "set", "variant", "adapter"))),
         "/api/inputs": ("GET", lambda: inputs(parse_qs(query).get("case", [""])[0])),
         "/api/judge": ("POST", lambda: judge(_body(body))),
         "/api/judge_case": ("POST", lambda: judge_case(_body(body))),
@@ -87,12 +93,16 @@ def info(max_body: int) -> dict[str, Any]:
     }
 
 
-def cases(which: str) -> dict[str, Any]:
-    if which not in ("smoke", "all"):
-        raise ApiError(HTTPStatus.BAD_REQUEST, f"set: must be smoke or all, got {which!r}")
-    chosen = SMOKE if which == "smoke" else CASES
+def cases(set: str = "smoke", variant: str = "", adapter: str = "") -> dict[str, Any]:
+    """The smoke cases or the whole matrix (long cases included); with a variant, each case
+    says whether a declared limitation covers it on `adapter` (the page's adapter name)."""
+    if set not in ("smoke", "all"):
+        raise ApiError(HTTPStatus.BAD_REQUEST, f"set: must be smoke or all, got {set!r}")
+    if variant and variant not in VARIANTS:
+        raise ConfigError("variant", f"unknown {variant!r}; known: {', '.join(VARIANTS)}")
+    chosen = SMOKE if set == "smoke" else CASES
     return {
-        "set": which,
+        "set": set,
         "cases": [
             {
                 "id": c.id,
@@ -100,6 +110,8 @@ def cases(which: str) -> dict[str, Any]:
                 "mask": c.mask,
                 "backward_runs": 2 if c.repeat_backward else 1,
                 "check_dropout_fraction": c.check_dropout_fraction,
+                "long": c.long,
+                "covered": _covered(case_coverage(variant, adapter, c)) if variant else None,
             }
             for c in chosen
         ],
@@ -127,12 +139,22 @@ def judge(request: dict[str, Any]) -> dict[str, Any]:
     x = {n: np.frombuffer(b, "<f4").reshape(shapes[n]) for n, b in raw.items()}
     got = _decode(request["outputs"], shapes)
     t0 = time.perf_counter()
-    ref64 = references(cfg, x, np.float64)
-    ref32 = references(cfg, x, np.float32)
-    reports = [compare.judge(n, got[n], ref64[n], ref32[n]) for n in OUTPUTS if n in got]
+    reports, ref64 = judge_outputs(cfg, x, got)
     reference_ms = (time.perf_counter() - t0) * 1e3
+    passed = bool(reports) and all(r.passed for r in reports)
+    variant = request.get("variant", DEFAULT_VARIANT)
+    if variant not in VARIANTS:
+        raise ConfigError("variant", f"unknown {variant!r}; known: {', '.join(VARIANTS)}")
+    covered = coverage(variant, str(request.get("adapter", "")), cfg)
+    status = "pass" if passed else "fail"
+    if covered is not None and (covered.status == "unsupported" or not passed):
+        status = covered.status
     return {
-        "passed": bool(reports) and all(r.passed for r in reports),
+        "passed": passed,
+        # pass, fail, known (a declared flaw of the variant covers this failure) or
+        # unsupported (a declared limitation of the page's driver covers the run)
+        "status": status,
+        "covered": _covered(covered),
         "reports": [r.to_json() for r in reports],
         # For the page's maps, as f32: the reference, and |actual - ref64| taken in float64
         # (differencing against a reference already rounded to f32 would add rounding of
@@ -155,9 +177,37 @@ def judge_case(request: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError("variant", f"unknown {variant!r}; known: {', '.join(VARIANTS)}")
     runtime = str(request.get("runtime", "browser"))
     result = evaluate(case, _Replay(reply, runtime), variant=variant)
+    covered = case_coverage(variant, str(request.get("adapter", "")), case)
     out = result.to_json()
-    out["known_failure"] = known_failure(variant, str(request.get("adapter", "")), case)
+    out["status"] = outcome([result], covered).status
+    out["covered"] = _covered(covered)
     return out
+
+
+def _covered(covered: Coverage | None) -> dict[str, str] | None:
+    """A declared limitation's coverage as the page shows it."""
+    if covered is None:
+        return None
+    lim = covered.limitation
+    return {
+        "status": covered.status,
+        "limitation": lim.name,
+        "reason": covered.reason,
+        "cause": lim.cause,
+        "text": str(covered),
+    }
+
+
+def _one_each(query: str, *names: str) -> dict[str, str]:
+    """The query's parameters among `names`, each given at most once."""
+    got = parse_qs(query)
+    unknown = set(got) - set(names)
+    if unknown:
+        raise ApiError(HTTPStatus.BAD_REQUEST, f"unknown parameter {sorted(unknown)[0]!r}")
+    for name, values in got.items():
+        if len(values) > 1:
+            raise ApiError(HTTPStatus.BAD_REQUEST, f"parameter {name!r} given {len(values)} times")
+    return {n: v[0] for n, v in got.items()}
 
 
 class _Replay:

@@ -3,6 +3,7 @@ disagreement, and the same results as JSON and JUnit XML for CI systems."""
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,39 +11,53 @@ from typing import Any
 
 import numpy as np
 
-from .evaluate import OUTPUTS, CaseResult
+from .evaluate import CaseResult
+from .limitations import Coverage
+from .verdict import OUTPUTS
 
 SHORT = {"o": "O", "lse": "LSE", "dq": "dQ", "dk": "dK", "dv": "dV"}
 
 
 @dataclass
 class Outcome:
-    """One case on one runtime. status: pass, fail, error, known (an expected, listed
-    failure) or xpass (a listed failure that passed: the list is stale, which fails)."""
+    """One case on one runtime, over one or more input draws. status: pass, fail, error,
+    known (a failure a declared kernel flaw covers), unsupported (a declared driver
+    limitation covers the case: not run) or stale (a declared limitation whose reproducer
+    no longer reproduces it: the declaration is out of date, which fails)."""
 
     case_id: str
     runtime: str
     status: str
-    ratio: float  # worst error / bound over O..dV (inf on error)
+    ratio: float  # worst error / bound over O..dV and the draws (inf on error, nan if not run)
     detail: str = ""
-    result: CaseResult | None = field(default=None, repr=False)
+    result: CaseResult | None = field(default=None, repr=False)  # draw 0's
+    draw_ratios: list[dict[str, float]] = field(default_factory=list)  # each draw's, by output
+    failed_draws: int = 0  # draws that failed (a covered kernel flaw's included)
 
     @property
     def ok(self) -> bool:
-        return self.status in ("pass", "known")
+        return self.status in ("pass", "known", "unsupported")
 
     def cell(self) -> str:
+        draws = len(self.draw_ratios)
+        of = f" {self.failed_draws}/{draws}" if draws > 1 and self.failed_draws else ""
         return {
-            "pass": f"pass {self.ratio:.2f}",
-            "fail": f"FAIL {self.ratio:.3g}",
-            "known": f"known {self.ratio:.3g}",
-            "xpass": "XPASS",
+            "pass": "pass" if math.isnan(self.ratio) else f"pass {self.ratio:.2f}",
+            "fail": f"FAIL{of} {self.ratio:.3g}",
+            "known": f"known{of} {self.ratio:.3g}",
+            "unsupported": "unsupported",
+            "stale": "STALE",
             "error": "ERROR",
         }[self.status]
 
     def to_json(self) -> dict[str, Any]:
         d = {"case": self.case_id, "runtime": self.runtime, "status": self.status}
-        d["worst_ratio"] = None if self.ratio == float("inf") else self.ratio
+        d["worst_ratio"] = self.ratio if math.isfinite(self.ratio) else None
+        d["draws"] = len(self.draw_ratios)
+        d["failed_draws"] = self.failed_draws
+        d["draw_ratios"] = [
+            {n: _finite(r) for n, r in ratios.items()} for ratios in self.draw_ratios
+        ]
         if self.detail:
             d["detail"] = self.detail
         if self.result is not None:
@@ -50,15 +65,30 @@ class Outcome:
         return d
 
 
-def outcome(result: CaseResult, known: str | None) -> Outcome:
-    ratio = max(r.ratio for r in result.reports)
-    if known:
-        status = "xpass" if result.passed else "known"
-        detail = known if not result.passed else f"listed as a known failure but passed: {known}"
+def outcome(results: list[CaseResult], covered: Coverage | None) -> Outcome:
+    """The outcome of a case's draws (results[0] is draw 0) on one runtime. A kernel flaw
+    that covers the case turns its failures into `known`."""
+    first = results[0]
+    ratios = [{r.name: r.ratio for r in res.reports} for res in results]
+    failed = [res for res in results if not res.passed]
+    detail = ""
+    if not failed:
+        status = "pass"
+    elif covered is not None:
+        status, detail = "known", str(covered)
     else:
-        status = "pass" if result.passed else "fail"
-        detail = "" if result.passed else result.failures()
-    return Outcome(result.case_id, result.runtime, status, ratio, detail, result)
+        status = "fail"
+    if failed and status == "fail":
+        worst = max(failed, key=lambda res: max(r.ratio for r in res.reports))
+        where = f"draw {worst.draw} of {len(results)}: " if len(results) > 1 else ""
+        detail = where + worst.failures()
+    worst = max(max(r.values()) for r in ratios)
+    return Outcome(first.case_id, first.runtime, status, worst, detail, first, ratios, len(failed))
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no inf or NaN: None stands for them."""
+    return x if math.isfinite(x) else None
 
 
 def format_line(result: CaseResult) -> str:
@@ -138,9 +168,9 @@ def write_junit(path: Path, outcomes: list[Outcome], runtimes: list[str]) -> Non
             "testsuite",
             name=runtime,
             tests=str(len(mine)),
-            failures=str(sum(o.status in ("fail", "xpass") for o in mine)),
+            failures=str(sum(o.status in ("fail", "stale") for o in mine)),
             errors=str(sum(o.status == "error" for o in mine)),
-            skipped=str(sum(o.status == "known" for o in mine)),
+            skipped=str(sum(o.status in ("known", "unsupported") for o in mine)),
         )
         for o in mine:
             seconds = 0.0
@@ -149,11 +179,11 @@ def write_junit(path: Path, outcomes: list[Outcome], runtimes: list[str]) -> Non
             case = ET.SubElement(
                 suite, "testcase", classname=runtime, name=o.case_id, time=f"{seconds:.3f}"
             )
-            if o.status in ("fail", "xpass"):
+            if o.status in ("fail", "stale"):
                 ET.SubElement(case, "failure", message=o.detail.splitlines()[0]).text = o.detail
             elif o.status == "error":
                 ET.SubElement(case, "error", message=o.detail.splitlines()[0]).text = o.detail
-            elif o.status == "known":
-                ET.SubElement(case, "skipped", message=f"known failure: {o.detail}")
+            elif o.status in ("known", "unsupported"):
+                ET.SubElement(case, "skipped", message=o.detail)
     path.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
