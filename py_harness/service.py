@@ -18,6 +18,20 @@ from .config import AttentionConfig, ConfigError, validate, validate_sizes
 from .gpu.device import Device
 from .kernels import DEFAULT_VARIANT, VARIANTS, variant
 from .runner import AttentionRunner
+from .timing import TimingPlan, time_variant
+
+# The service's entries: each takes and returns a JSON string. The page (page.py) and the
+# native worker (host/native_worker.py) expose these and nothing else.
+ENTRIES = (
+    "ping",
+    "adapter",
+    "validate_config",
+    "compile_kernels",
+    "run_case",
+    "time_case",
+    "probe_loops",
+    "destroy_device",
+)
 
 
 class HarnessService:
@@ -93,10 +107,7 @@ class HarnessService:
         """request: {config, tensors: {name: base64}, variant?, sources?, backward?,
         backward_runs?}."""
         t0 = time.perf_counter()
-        request = json.loads(request_json)
-        cfg = AttentionConfig.from_dict(request["config"])
-        validate(cfg)  # refuse bad input before asking for a device
-        tensors = {name: base64.b64decode(data) for name, data in request["tensors"].items()}
+        request, cfg, tensors = _case_request(request_json)
         runner = await self._runner(request)
         result = await runner.run(
             cfg,
@@ -116,6 +127,16 @@ class HarnessService:
             }
         )
 
+    async def time_case(self, request_json: str) -> str:
+        """request: {config, tensors, variant?, sources?, runs?, warmup?, warmup_ms?} ->
+        timing.time_variant's numbers (what `bench` tables), measured here."""
+        request, cfg, tensors = _case_request(request_json)
+        plan = TimingPlan(
+            **{k: request[k] for k in ("runs", "warmup", "warmup_ms") if k in request}
+        )
+        runner = await self._runner(request)
+        return json.dumps(await time_variant(runner, cfg, tensors, plan))
+
     async def probe_loops(self, request_json: str) -> str:
         """Run the loop-budget probe (probes.py) on this session's device."""
         return json.dumps(await probes.probe_loops(await self.device()))
@@ -125,3 +146,12 @@ class HarnessService:
         if self._device is not None:
             self._device.destroy()
         return json.dumps({"destroyed": self._device is not None})
+
+
+def _case_request(request_json: str) -> tuple[dict, AttentionConfig, dict[str, bytes]]:
+    """(request, config, tensors as bytes), the config validated before any GPU work."""
+    request = json.loads(request_json)
+    cfg = AttentionConfig.from_dict(request["config"])
+    validate(cfg)  # refuse bad input before asking for a device
+    tensors = {name: base64.b64decode(data) for name, data in request["tensors"].items()}
+    return request, cfg, tensors

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian 12 machine (root, package registries only):
 # Debian's chromium, firefox-esr and lavapipe, a Python >= 3.12 virtual environment with the
-# pinned dev packages, the pinned Pyodide npm package, and the py-harness wheel +
-# pyodide-lock.json.
+# pinned dev packages, the pinned npm packages (Pyodide, Dawn for Node), and the py-harness
+# wheel + pyodide-lock.json.
 # Each step is skipped when it is already done, so `make test` costs nothing extra twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,9 +48,11 @@ if [ ! -e "$stamp" ]; then
   touch "$stamp"
 fi
 
-if [ ! -e node_modules/pyodide/pyodide.mjs ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  say "npm ci (pyodide, pinned by package-lock.json)"
-  npm ci --silent --no-audit --no-fund
+if [ ! -e node_modules/pyodide/pyodide.mjs ] || [ ! -e node_modules/webgpu/package.json ] ||
+   [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  # webgpu's install script only unquarantines its macOS binary: not needed here.
+  say "npm ci (pyodide, and Dawn for Node: pinned by package-lock.json)"
+  npm ci --silent --no-audit --no-fund --ignore-scripts
 fi
 
 .venv/bin/python -m py_harness.host.build_wheel

@@ -1,15 +1,19 @@
-"""Native backend: wgpu-py (wgpu-native, the engine inside Firefox and Deno) in CPython.
+"""Native backends: the wgpu-py API in CPython, on either of two WebGPU implementations.
 
-The only module that imports wgpu. Methods are async to match the browser backend;
-underneath they use wgpu-py's sync calls, which is what CPython callers want.
+- "wgpu": wgpu-py itself, on wgpu-native (naga compiles WGSL; the engine inside Firefox);
+- "dawn": wgpudawn, the same API on Dawn (Tint compiles WGSL; the engine inside Chromium).
+
+The only module that imports either. Methods are async to match the browser backend;
+underneath they use the sync calls, which is what CPython callers want.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import re
+from types import ModuleType
 from typing import Any
-
-import wgpu
 
 from ..shaders import ShaderModuleSource, format_compile_messages
 from .device import (
@@ -26,38 +30,67 @@ from .device import (
     layout_entries,
 )
 
-_COMPUTE = wgpu.ShaderStage.COMPUTE
+# Implementation name -> (Python module, what the adapter line calls it).
+IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
+    "wgpu": ("wgpu", "wgpu-native"),
+    "dawn": ("wgpudawn", "Dawn"),
+}
 
 _NAGA_LOCATION = re.compile(r"wgsl:(\d+):(\d+)")
+# Tint: "Error while parsing WGSL: :2:11 error: missing initializer ..."
+_TINT_LOCATION = re.compile(r":(\d+):(\d+) error: (.*)")
 # WebGPU spec names -> wgpu-py's names ("maxBufferSize" -> "max-buffer-size").
 _LIMIT_NAMES = {
     name: re.sub(r"([A-Z])", lambda m: "-" + m[1].lower(), name) for name in REQUIRED_LIMITS
 }
 
 
-def _usage(names: tuple[str, ...]) -> int:
-    flags = 0
-    for name in names:
-        flags |= getattr(wgpu.BufferUsage, name)
-    return flags
+def load(implementation: str) -> ModuleType:
+    """The wgpu-py API module of an implementation ("wgpu" or "dawn")."""
+    if implementation not in IMPLEMENTATIONS:
+        known = ", ".join(IMPLEMENTATIONS)
+        raise ValueError(f"implementation: unknown {implementation!r}; known: {known}")
+    gpu = importlib.import_module(IMPLEMENTATIONS[implementation][0])
+    if implementation == "dawn":
+        _unquantized_timestamps(gpu)
+    return gpu
+
+
+def _unquantized_timestamps(gpu: ModuleType) -> None:
+    """Dawn rounds timestamp queries down to 2^16 ns steps (its timestamp_quantization
+    toggle, on by default against timing attacks on the web; measured on the H200), which
+    makes short passes read 0 or 65.5 us. Chromium turns it off under
+    --enable-webgpu-developer-features, as the chromium runtime runs; so do we, before
+    the instance exists (it takes toggles only then)."""
+    from wgpudawn.backends.dawn import extras  # type: ignore[import-not-found]
+
+    with contextlib.suppress(RuntimeError):  # the instance exists: set before, by us
+        extras.set_instance_extras(disable_toggles=["timestamp_quantization"])
 
 
 class NativeDevice(Device):
-    def __init__(self, adapter: Any, device: Any) -> None:
-        info = dict(adapter.info)
+    def __init__(self, gpu: ModuleType, implementation: str, adapter: Any, device: Any) -> None:
+        info = _adapter_info(gpu, implementation, dict(adapter.info))
         limits = {spec: device.limits[name] for spec, name in _LIMIT_NAMES.items()}
-        super().__init__("wgpu", _adapter_info(info), limits, frozenset(device.features))
+        super().__init__(implementation, info, limits, frozenset(device.features))
+        self._gpu = gpu
         self._device = device
         self._lost: str | None = None
         # Reading this tiny buffer waits for the queue: wgpu-py 0.32's
         # on_submitted_work_done_sync raises a cffi TypeError (RUNTIMES.md).
-        self._fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
+        self._fence = device.create_buffer(size=4, usage=gpu.BufferUsage.COPY_SRC)
 
     def create_buffer(self, size: int, usage: tuple[str, ...], label: str) -> Buffer:
         handle = self._guard(
-            "createBuffer", lambda: self._device.create_buffer(size=size, usage=_usage(usage))
+            "createBuffer", lambda: self._device.create_buffer(size=size, usage=self._usage(usage))
         )
         return Buffer(handle, size, label)
+
+    def _usage(self, names: tuple[str, ...]) -> int:
+        flags = 0
+        for name in names:
+            flags |= getattr(self._gpu.BufferUsage, name)
+        return flags
 
     def write_buffer(self, buffer: Buffer, data: bytes) -> None:
         self._device.queue.write_buffer(buffer.handle, 0, data)
@@ -73,12 +106,12 @@ class NativeDevice(Device):
     ) -> Pipeline:
         try:
             shader = self._device.create_shader_module(label=module.label, code=module.code)
-        except wgpu.GPUError as exc:
-            raise ShaderCompileError(_naga_message(module, str(exc))) from None
-        dev = self._device
+        except self._gpu.GPUError as exc:
+            raise ShaderCompileError(_compile_message(module, str(exc))) from None
+        dev, compute = self._device, self._gpu.ShaderStage.COMPUTE
 
         def create() -> Pipeline:
-            bgl = dev.create_bind_group_layout(entries=layout_entries(layout, _COMPUTE))
+            bgl = dev.create_bind_group_layout(entries=layout_entries(layout, compute))
             pipeline = dev.create_compute_pipeline(
                 layout=dev.create_pipeline_layout(bind_group_layouts=[bgl]),
                 compute={"module": shader, "entry_point": entry_point},
@@ -104,7 +137,7 @@ class NativeDevice(Device):
         n = 2 * len(passes)
         timed = self.has_timestamps
         if timed:
-            queries = dev.create_query_set(type=wgpu.QueryType.timestamp, count=n)
+            queries = dev.create_query_set(type=self._gpu.QueryType.timestamp, count=n)
             resolved = self.create_buffer(8 * n, ("QUERY_RESOLVE", "COPY_SRC"), "timestamps")
         encoder = dev.create_command_encoder()
         for i, p in enumerate(passes):
@@ -141,24 +174,31 @@ class NativeDevice(Device):
     def _guard(self, where: str, call: Any) -> Any:
         try:
             return call()
-        except wgpu.GPUOutOfMemoryError as exc:
+        except self._gpu.GPUOutOfMemoryError as exc:
             raise GPUError("out-of-memory", str(exc), where) from None
-        except wgpu.GPUError as exc:
+        except self._gpu.GPUError as exc:
             raise GPUError("validation", str(exc), where) from None
 
 
-def _adapter_info(info: dict) -> dict[str, str]:
+def _adapter_info(gpu: ModuleType, implementation: str, info: dict) -> dict[str, str]:
+    label = IMPLEMENTATIONS[implementation][1]
     return {
         "vendor": str(info.get("vendor", "")),
         "architecture": str(info.get("architecture", "")),
         "device": str(info.get("device", "")),
         "description": str(info.get("description", "")),
-        "backend": f"wgpu-native {wgpu.__version__} / {info.get('backend_type', '')}",
+        "type": str(info.get("adapter_type", "")),  # CPU, DiscreteGPU, ...
+        "backend": f"{label} ({gpu.__name__} {gpu.__version__}) / {info.get('backend_type', '')}",
     }
 
 
-def _naga_message(module: ShaderModuleSource, text: str) -> str:
-    """Naga reports 'wgsl:LINE:COL' in a caret diagram; map it to file:line:col."""
+def _compile_message(module: ShaderModuleSource, text: str) -> str:
+    """The compiler's location mapped to file:line:col: Tint says ':LINE:COL error: what',
+    naga 'wgsl:LINE:COL' in a caret diagram."""
+    tint = _TINT_LOCATION.search(text)
+    if tint:
+        msg = {"type": "error", "message": tint[3], "lineNum": tint[1], "linePos": tint[2]}
+        return format_compile_messages(module, [msg]) + "\n" + text
     found = _NAGA_LOCATION.search(text)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     # "Shader 'flash_bwd' parsing error: expected expression, found ';'" -> the part after it
@@ -172,13 +212,19 @@ def _naga_message(module: ShaderModuleSource, text: str) -> str:
     return format_compile_messages(module, [msg]) + "\n" + text
 
 
-async def request_device(power_preference: str = "high-performance") -> NativeDevice:
-    adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+async def request_device(
+    power_preference: str = "high-performance", implementation: str = "wgpu"
+) -> NativeDevice:
+    gpu = load(implementation)
+    try:
+        adapter = gpu.gpu.request_adapter_sync(power_preference=power_preference)
+    except RuntimeError as exc:  # Dawn raises where wgpu-native returns None
+        raise NoAdapterError(f"{gpu.__name__}: {exc}") from None
     if adapter is None:
-        raise NoAdapterError("wgpu found no Vulkan/Metal/D3D12 adapter")
+        raise NoAdapterError(f"{gpu.__name__} found no Vulkan/Metal/D3D12 adapter")
     have = {spec: adapter.limits[name] for spec, name in _LIMIT_NAMES.items()}
     want = device_limits(have)
     required = {_LIMIT_NAMES[k]: v for k, v in want.items()}
     features = [f for f in ("timestamp-query",) if f in adapter.features]
     device = adapter.request_device_sync(required_limits=required, required_features=features)
-    return NativeDevice(adapter, device)
+    return NativeDevice(gpu, implementation, adapter, device)

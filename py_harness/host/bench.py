@@ -1,21 +1,21 @@
 """`python -m py_harness bench`: time the kernel variants, torch SDPA and the NumPy reference.
 
-In one run on one machine: forward and backward of each selected variant through the
-native wgpu backend (GPU time from timestamp queries where the adapter has them, else
-wall clock), torch.nn.functional.scaled_dot_product_attention forward + backward in
-float32 on the same machine's CUDA device (else CPU), and the NumPy float32 reference at
-small sizes. Warm-up runs, then the median of --runs. Prints a table, writes JSON and an
-SVG plot, and reports harness overhead (pipeline compile time; wall time beyond GPU time
-per dispatch and per full case). --verify judges one size per variant against the
-float64 reference (compare.judge, FlashAttention's rule).
+In one run on one machine: forward and backward of each selected variant on one runtime
+(--runtime: wgpu, dawn, node, chromium, firefox), timed inside it (timing.py: GPU time
+from timestamp queries where the adapter has them, else wall clock), so the same WGSL is
+compared through naga and through Tint; torch.nn.functional.scaled_dot_product_attention
+forward + backward in float32 on the same machine's CUDA device (else CPU), and the NumPy
+float32 reference at small sizes. Warm-up runs, then the median of --runs. Prints a
+table, writes JSON and an SVG plot, and reports harness overhead (pipeline compile time;
+wall time beyond GPU time per dispatch and per full case). --verify judges one size per
+variant against the float64 reference (compare.judge, FlashAttention's rule).
 
-Needs only numpy and wgpu (torch optional, imported lazily): no pytest or playwright.
+Needs numpy and what the runtime needs (wgpu by default; torch optional, imported lazily).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import platform
 import statistics
@@ -26,9 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import AttentionConfig
-from ..gpu.device import Device
 from ..kernels import VARIANTS
-from ..runner import AttentionRunner
 from .bench_impls import (
     Row,
     bench_numpy,
@@ -40,26 +38,20 @@ from .bench_impls import (
     verify_variant,
 )
 from .bench_plot import write_svg
-from .sessions import ROOT, SHADER_DIR, shader_sources
+from .runtimes import RUNTIMES, runtime
+from .sessions import ROOT, SHADER_DIR, Session, shader_sources
 
 GPU_DEFAULTS = {"seq": "1024,2048,4096", "head_dim": "64,128", "heads": 16, "runs": 10}
 # CPU adapters (lavapipe, SwiftShader) are 1000x slower: small sizes, few runs.
 CPU_DEFAULTS = {"seq": "128,256", "head_dim": "64", "heads": 4, "runs": 3}
 
 
-def _adapter_type(dev: Device) -> str:
-    """'CPU', 'DiscreteGPU', ... from wgpu; falls back to known software adapter names."""
-    try:
-        import wgpu
-
-        kind = wgpu.gpu.request_adapter_sync(power_preference="high-performance").info.get(
-            "adapter_type", ""
-        )
-        if kind:
-            return str(kind)
-    except Exception:  # only a hint for the defaults
-        pass
-    name = " ".join(dev.adapter_info.values()).lower()
+def _adapter_type(info: dict[str, str]) -> str:
+    """'CPU', 'DiscreteGPU', ... as the implementation reports it; else from known
+    software adapter names."""
+    if kind := info.get("type"):
+        return kind
+    name = " ".join(info.values()).lower()
     return "CPU" if any(s in name for s in ("llvmpipe", "swiftshader", "lavapipe")) else ""
 
 
@@ -99,12 +91,23 @@ def _row_json(row: Row, cfg: AttentionConfig, torch_row: Row | None) -> dict:
     return d
 
 
-async def run(args: argparse.Namespace) -> int:
-    from ..config import ConfigError, validate, validate_sizes
-    from ..gpu import native  # imports wgpu
+def run(args: argparse.Namespace) -> int:
+    from .check import open_session
 
-    dev = await native.request_device()
-    kind = _adapter_type(dev)
+    reason = runtime(args.runtime).missing()
+    if reason:
+        raise SystemExit(f"--runtime {args.runtime}: not available here: {reason}")
+    with open_session(args.runtime) as session:
+        return _run(session, args)
+
+
+def _run(session: Session, args: argparse.Namespace) -> int:
+    from ..config import ConfigError, validate, validate_sizes
+
+    adapter = session.call("adapter", {})
+    info, limits = adapter["info"], adapter["limits"]
+    timestamps = "timestamp-query" in adapter["features"]
+    kind = _adapter_type(info)
     defaults = CPU_DEFAULTS if kind == "CPU" else GPU_DEFAULTS
     seqs = _ints(args.seq or defaults["seq"])
     dims = _ints(args.head_dim or defaults["head_dim"])
@@ -114,10 +117,9 @@ async def run(args: argparse.Namespace) -> int:
     names = list(VARIANTS) if args.variant == "all" else _ints_or_names(args.variant)
     variants = [VARIANTS[n] for n in names]
     unit, unit_name = (1e9, "GFLOP/s") if kind == "CPU" else (1e12, "TFLOP/s")
-    info = dev.adapter_info
     print(
-        f"# adapter: {info.get('vendor')} {info.get('device') or info.get('description')} "
-        f"({kind or 'unknown type'}; {info.get('backend')}); timestamps: {dev.has_timestamps}"
+        f"# {args.runtime}: {info.get('vendor')} {info.get('device') or info.get('description')} "
+        f"({kind or 'unknown type'}; {info.get('backend')}); timestamps: {timestamps}"
     )
 
     torch, tdev, why = (None, None, "--no-torch") if args.no_torch else torch_setup()
@@ -125,7 +127,8 @@ async def run(args: argparse.Namespace) -> int:
         print(f"# torch: {why}")
     compile_ms = {}
     for v in variants:  # all head_dim specialisations, on a device that has compiled nothing
-        compile_ms[v.name] = await AttentionRunner(dev, shader_sources(args.shaders), v).prepare()
+        request = {"variant": v.name, "sources": shader_sources(args.shaders)}
+        compile_ms[v.name] = session.call("compile_kernels", request)["compile_ms"]
         print(f"# {v.name}: pipelines compiled in {compile_ms[v.name]:.0f} ms")
     print(
         f"# median of {args.runs} runs after {args.warmup} warm-up runs and >= "
@@ -138,7 +141,7 @@ async def run(args: argparse.Namespace) -> int:
         f"{'bwd ms':>10} {'bwd rate':>9} {'fwd/torch':>9} {'bwd/torch':>9}  timing"
     )
     out_rows, skipped, verify = [], [], []
-    await _discarded_first(dev, variants, seqs, dims, causals, heads, args)
+    _discarded_first(session, variants, seqs, dims, causals, heads, args)
     for d in dims:
         for causal in causals:
             for s in seqs:
@@ -147,26 +150,27 @@ async def run(args: argparse.Namespace) -> int:
                 )
                 try:
                     validate(cfg)
-                    validate_sizes(cfg, dev.limits)
+                    validate_sizes(cfg, limits)
                 except ConfigError as exc:
                     skipped.append({"seq": s, "head_dim": d, "causal": causal, "why": str(exc)})
                     print(f"# skip seq {s} D {d}: {exc}")
                     continue
-                rows, torch_row = await _measure(dev, cfg, variants, torch, tdev, args, skipped)
+                rows, torch_row = _measure(session, cfg, variants, torch, tdev, args, skipped)
                 for r in rows:
                     print(format_row(r, cfg, torch_row, unit), flush=True)
                     if passes := r.extra.get("pass_ms"):
                         print("#   " + ", ".join(f"{k} {ms:.3f}" for k, ms in passes.items()))
                     out_rows.append(_row_json(r, cfg, torch_row))
     if args.verify:
-        verify = await _verify(
-            dev, variants, args.verify_seq or min(seqs), dims, causals, heads, args
+        verify = _verify(
+            session, variants, args.verify_seq or min(seqs), dims, causals, heads, args
         )
     _overheads(out_rows, compile_ms)
     meta = {
+        "runtime": args.runtime,
         "adapter": info,
         "adapter_type": kind,
-        "timestamps": dev.has_timestamps,
+        "timestamps": timestamps,
         "python": platform.python_version(),
         "numpy": np.__version__,
         "torch": getattr(torch, "__version__", None),
@@ -190,7 +194,7 @@ async def run(args: argparse.Namespace) -> int:
     return 1 if any(not r["passed"] for r in verify) else 0
 
 
-async def _measure(dev, cfg, variants, torch, tdev, args, skipped) -> tuple[list[Row], Row | None]:
+def _measure(session, cfg, variants, torch, tdev, args, skipped) -> tuple[list[Row], Row | None]:
     """Rows for one size: torch (first: the others' ratios need it), NumPy, the variants."""
     x = make_inputs(cfg)
     rows: list[Row] = []
@@ -203,7 +207,7 @@ async def _measure(dev, cfg, variants, torch, tdev, args, skipped) -> tuple[list
         rows += [r] if r else []
     for v in variants:
         try:
-            rows.append(await bench_variant(dev, v, cfg, x, args))
+            rows.append(bench_variant(session, v, cfg, x, args))
         except Exception as exc:  # one failure must not end the table
             skipped.append(
                 {"impl": v.name, "seq": cfg.seq_q, "head_dim": cfg.head_dim, "why": repr(exc)}
@@ -212,7 +216,7 @@ async def _measure(dev, cfg, variants, torch, tdev, args, skipped) -> tuple[list
     return rows, torch_row
 
 
-async def _discarded_first(dev, variants, seqs, dims, causals, heads, args) -> None:
+def _discarded_first(session, variants, seqs, dims, causals, heads, args) -> None:
     """Time the first size once and drop it: on the H200 the first size timed in a fresh
     process sometimes ran 5x slow through every run and 300 ms of warm-up (not a clock
     ramp); the sizes after it never did."""
@@ -228,12 +232,12 @@ async def _discarded_first(dev, variants, seqs, dims, causals, heads, args) -> N
         causal=causals[0],
     )
     try:
-        await bench_variant(dev, variants[0], cfg, make_inputs(cfg), args)
+        bench_variant(session, variants[0], cfg, make_inputs(cfg), args)
     except Exception as exc:  # the table's own run reports it
         print(f"# discarded first measurement failed: {type(exc).__name__}: {exc}")
 
 
-async def _verify(dev, variants, seq, dims, causals, heads, args) -> list[dict]:
+def _verify(session, variants, seq, dims, causals, heads, args) -> list[dict]:
     out = []
     for v in variants:
         for d in dims:
@@ -241,7 +245,7 @@ async def _verify(dev, variants, seq, dims, causals, heads, args) -> list[dict]:
                 cfg = AttentionConfig(
                     args.batch, heads, seq, seq, d, num_kv_heads=args.kv_heads, causal=causal
                 )
-                res = await verify_variant(dev, v, cfg, make_inputs(cfg, seed=1), args.shaders)
+                res = verify_variant(session, v, cfg, make_inputs(cfg, seed=1), args.shaders)
                 out.append(res)
                 verdict = "PASS" if res["passed"] else "FAIL"
                 print(f"# verify {v.name} seq {seq} D {d} causal {causal}: {verdict}")
@@ -270,7 +274,7 @@ def _guard(skipped: list, impl: str, fn, *args) -> Row | None:
 
 
 def _overheads(rows: list[dict], compile_ms: dict[str, float]) -> None:
-    print("# harness overhead (wgpu variants): compile, and wall time beyond GPU time")
+    print("# harness overhead (WebGPU variants): compile, and wall time beyond GPU time")
     for name, ms in compile_ms.items():
         mine = [r for r in rows if r["impl"] == name]
         if not mine:
@@ -292,6 +296,12 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m py_harness bench",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--runtime",
+        default="wgpu",
+        choices=list(RUNTIMES),
+        help="where the kernels run (default wgpu); each times them inside itself",
     )
     ap.add_argument(
         "--variant", default="seed,fast", help=f"comma-separated, or all: {', '.join(VARIANTS)}"
@@ -335,4 +345,4 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--plot", default=str(ROOT / "build" / "bench.svg"), help="SVG path ('' for none)"
     )
-    return asyncio.run(run(ap.parse_args(argv)))
+    return run(ap.parse_args(argv))

@@ -1,9 +1,9 @@
 """What `python -m py_harness bench` measures: the WebGPU variants, torch SDPA, NumPy.
 
 Each bench_* returns a Row of median forward / backward milliseconds. WebGPU passes are
-timed with timestamp queries where the device has them (NativeDevice.run_passes), else
-with the wall clock; torch on CUDA with torch.cuda.Event. torch is imported lazily: it is
-a benchmark-only dependency.
+timed inside the runtime (timing.py: timestamp queries where the device has them, else
+the wall clock); torch on CUDA with torch.cuda.Event, under the same warm-up plan. torch
+is imported lazily: it is a benchmark-only dependency.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from ..config import AttentionConfig, binding_cap
-from ..gpu.device import ComputePass, Device
+from ..config import AttentionConfig
 from ..kernels import Variant
-from ..runner import AttentionRunner, create_buffers
+from ..timing import TimingPlan
 from . import reference
-from .sessions import SHADER_DIR, shader_sources
+from .evaluate import encode_tensors, run_on
+from .sessions import SHADER_DIR, Session, shader_sources
 
 
 @dataclass
@@ -52,79 +52,48 @@ def make_inputs(cfg: AttentionConfig, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 # ---- WebGPU variants ---------------------------------------------------------------
-def _warming(args, started: float, done: int) -> bool:
-    """Whether warm-up goes on after `done` runs begun at `started`: at least args.warmup
-    runs and args.warmup_ms of wall time (short sizes get many runs, long ones a few)."""
-    return done < args.warmup or (time.perf_counter() - started) * 1e3 < args.warmup_ms
-
-
-async def _time(dev: Device, passes: list[ComputePass], args) -> dict:
-    """Median GPU ms (timestamps; else wall), median per pass (timestamps only; by entry
-    point) and median wall-minus-GPU overhead, over args.runs runs after the warm-up."""
-    gpu, wall, per_pass = [], [], []
-    started, warm = time.perf_counter(), 0
-    while _warming(args, started, warm):
-        await dev.run_passes(passes)
-        warm += 1
-    for _ in range(args.runs):
-        t0 = time.perf_counter()
-        ms = await dev.run_passes(passes)
-        w = (time.perf_counter() - t0) * 1e3
-        wall.append(w)
-        gpu.append(w if ms is None else ms)
-        if ms is not None:
-            per_pass.append(dev.last_pass_ms)
-    pass_ms = {}
-    if len(per_pass) == args.runs:  # every run timed by timestamps
-        pass_ms = {
-            p.label: statistics.median(run[j] for run in per_pass) for j, p in enumerate(passes)
-        }
-    return {
-        "ms": statistics.median(gpu),
-        "pass_ms": pass_ms,
-        "wall_ms": statistics.median(wall),
-        "dispatch_overhead_ms": statistics.median(w - g for w, g in zip(wall, gpu, strict=True)),
-    }
-
-
-async def bench_variant(dev, variant: Variant, cfg, x, args) -> Row:
-    runner = AttentionRunner(dev, shader_sources(args.shaders), variant)
-    chosen = variant.for_head_dim(cfg.head_dim)
-    slots = chosen.dq_slots(cfg, binding_cap(dev.limits))
-    bufs = create_buffers(dev, cfg, {n: a.tobytes() for n, a in x.items()}, slots)
-    try:
-        fwd = await _time(dev, await runner.passes(cfg, (chosen.forward,), bufs, slots), args)
-        bwd = await _time(dev, await runner.passes(cfg, chosen.backward, bufs, slots), args)
-    finally:
-        for b in bufs.values():
-            dev.destroy_buffer(b)
-    # One full case as `check` runs it: validation, uploads, dispatch, readbacks.
-    t0 = time.perf_counter()
-    result = await runner.run(cfg, {n: a.tobytes() for n, a in x.items()})
-    case_wall = (time.perf_counter() - t0) * 1e3
-    gpu = result.timings_ms["forward_ms"] + result.timings_ms["backward_ms"]
-    timing = "timestamp-query" if dev.has_timestamps else "wall-clock"
+def bench_variant(session: Session, variant: Variant, cfg: AttentionConfig, x, args) -> Row:
+    """The variant timed inside the session's runtime (timing.time_variant, through the
+    service's time_case entry)."""
+    reply = session.call(
+        "time_case",
+        {
+            "config": cfg.to_dict(),
+            "tensors": encode_tensors(x),
+            "variant": variant.name,
+            "sources": shader_sources(args.shaders),
+            "runs": args.runs,
+            "warmup": args.warmup,
+            "warmup_ms": args.warmup_ms,
+        },
+    )
+    fwd, bwd = reply["fwd"], reply["bwd"]
     extra = {
         "fwd_dispatch_overhead_ms": fwd["dispatch_overhead_ms"],
         "bwd_dispatch_overhead_ms": bwd["dispatch_overhead_ms"],
         "pass_ms": fwd["pass_ms"] | bwd["pass_ms"],
-        "case_wall_ms": case_wall,
-        "case_overhead_ms": case_wall - gpu,
+        "case_wall_ms": reply["case_wall_ms"],
+        "case_overhead_ms": reply["case_overhead_ms"],
     }
     return Row(
-        variant.name, cfg.seq_q, cfg.head_dim, cfg.causal, fwd["ms"], bwd["ms"], timing, extra
+        variant.name,
+        cfg.seq_q,
+        cfg.head_dim,
+        cfg.causal,
+        fwd["ms"],
+        bwd["ms"],
+        reply["timing"],
+        extra,
     )
 
 
-async def verify_variant(dev, variant: Variant, cfg, x, shaders: Path = SHADER_DIR) -> dict:
+def verify_variant(
+    session: Session, variant: Variant, cfg: AttentionConfig, x, shaders: Path = SHADER_DIR
+) -> dict:
     """Judge one run against the float64 reference, as the test suite does."""
     from .verdict import judge_outputs
 
-    runner = AttentionRunner(dev, shader_sources(shaders), variant)
-    result = await runner.run(cfg, {n: a.tobytes() for n, a in x.items()})
-    shapes = {"o": x["q"].shape, "lse": (cfg.batch, cfg.num_heads, cfg.seq_q)}
-    shapes |= {"dq": x["q"].shape, "dk": x["k"].shape, "dv": x["v"].shape}
-    got = {n: np.frombuffer(result.outputs[n], "<f4").reshape(s) for n, s in shapes.items()}
+    got = run_on(session, cfg, x, sources=shader_sources(shaders), variant=variant.name)["arrays"]
     reports, _ = judge_outputs(cfg, x, got)
     return {
         "variant": variant.name,
@@ -183,8 +152,9 @@ def bench_torch(torch, device, cfg: AttentionConfig, x, args) -> Row:
         out.pop().backward(do)
 
     out: list = []
+    plan = TimingPlan(args.runs, args.warmup, args.warmup_ms)
     started, warm = time.perf_counter(), 0
-    while _warming(args, started, warm):
+    while plan.warming(started, warm):
         q.grad = k.grad = v.grad = None
         timed(forward)
         timed(backward)

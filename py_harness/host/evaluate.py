@@ -101,6 +101,11 @@ def _make_mask(case: Case, cfg: AttentionConfig, rng: np.random.Generator) -> np
     return mask
 
 
+def encode_tensors(x: dict[str, np.ndarray]) -> dict[str, str]:
+    """Arrays as the service takes them: base64 of their little-endian bytes."""
+    return {n: base64.b64encode(np.ascontiguousarray(a).tobytes()).decode() for n, a in x.items()}
+
+
 def run_on(
     session: Session,
     cfg: AttentionConfig,
@@ -117,9 +122,7 @@ def run_on(
             raise ConfigError(name, f"must be float32, got {arr.dtype}")
     request = {
         "config": cfg.to_dict(),
-        "tensors": {
-            n: base64.b64encode(np.ascontiguousarray(a).tobytes()).decode() for n, a in x.items()
-        },
+        "tensors": encode_tensors(x),
         "sources": sources if sources is not None else shader_sources(),
         "backward_runs": backward_runs,
         "variant": variant,

@@ -1,8 +1,9 @@
 """The WebGPU runtimes the kernels are judged on, behind one interface.
 
-A runtime is launched once (a browser process, or nothing for wgpu-py) and then opens
-sessions: a fresh, loaded harness page, or an in-process service. pytest keeps one launch
-per test session and one harness session per module; `check` does the same per runtime.
+A runtime is launched once (a browser process, or nothing for the others) and then opens
+sessions: a fresh, loaded harness page, an in-process service (wgpu-py), or a child
+process (Dawn through wgpudawn; Pyodide in Node on Dawn). pytest keeps one launch per test
+session and one harness session per module; `check` does the same per runtime.
 """
 
 from __future__ import annotations
@@ -10,12 +11,23 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import re
+import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from .browsers import chromium_launch_args
-from .sessions import BrowserSession, NativeSession, Session
+from .sessions import ROOT, BrowserSession, NativeSession, Session
+from .workers import WorkerSession
+
+# Dawn refuses lavapipe ("Vulkan shaderUniform*ArrayDynamicIndexing required"); Chromium
+# ships SwiftShader's Vulkan driver, which it takes.
+SWIFTSHADER_ICD = Path(
+    os.environ.get("HARNESS_SWIFTSHADER_ICD", "/usr/lib/chromium/vk_swiftshader_icd.json")
+)
+_DRIVER_CHOICE = ("VK_ICD_FILENAMES", "VK_DRIVER_FILES")
 
 
 class Launched(Protocol):
@@ -26,6 +38,7 @@ class Launched(Protocol):
 
 class Runtime(Protocol):
     name: str
+    compiler: str  # "tint" (Dawn: Chromium, dawn, node) or "naga" (wgpu: Firefox, wgpu)
     needs_server: bool
 
     def missing(self) -> str | None:
@@ -48,6 +61,7 @@ class _PlaywrightBrowser:
 
 class Chromium:
     name = "chromium"
+    compiler = "tint"  # the WGSL compiler inside
     needs_server = True
 
     def missing(self) -> str | None:
@@ -74,6 +88,7 @@ class Firefox:
     """Firefox ESR (wgpu / Naga) over WebDriver BiDi: the same page and Pyodide code."""
 
     name = "firefox"
+    compiler = "naga"  # the WGSL compiler inside
     needs_server = True
 
     def missing(self) -> str | None:
@@ -101,6 +116,7 @@ class Wgpu:
     """wgpu-py (wgpu-native): lavapipe or SwiftShader here, any Vulkan GPU elsewhere."""
 
     name = "wgpu"
+    compiler = "naga"  # the WGSL compiler inside
     needs_server = False
 
     def missing(self) -> str | None:
@@ -116,7 +132,116 @@ class Wgpu:
         yield _InProcess()
 
 
-RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Chromium(), Firefox(), Wgpu())}
+def _gpu_present() -> bool:
+    """Whether this machine shows a GPU to Vulkan drivers: a DRM render node (Mesa's
+    hardware drivers) or an NVIDIA device node. Without one, the only drivers that work
+    are CPU ones: lavapipe, which Dawn refuses, and SwiftShader."""
+    return any(Path("/dev/dri").glob("renderD*")) or Path("/dev/nvidia0").exists()
+
+
+def dawn_environment() -> dict[str, str]:
+    """The environment for a Dawn child: the caller's, with SwiftShader's Vulkan driver
+    chosen where no driver is chosen already (VK_ICD_FILENAMES, VK_DRIVER_FILES) and no
+    GPU is present; on a GPU machine the Vulkan loader's own choice stands."""
+    env = dict(os.environ)
+    if not any(env.get(k) for k in _DRIVER_CHOICE) and not _gpu_present():
+        env["VK_ICD_FILENAMES"] = str(SWIFTSHADER_ICD)
+    return env
+
+
+def _dawn_driver_missing() -> str | None:
+    icd = dawn_environment().get("VK_ICD_FILENAMES")
+    if icd == str(SWIFTSHADER_ICD) and not SWIFTSHADER_ICD.exists():
+        return (
+            "no Vulkan driver that Dawn takes (no GPU here, and Dawn refuses lavapipe): "
+            f"apt-get install chromium (SwiftShader's driver, {SWIFTSHADER_ICD}), or name a "
+            "driver with VK_ICD_FILENAMES"
+        )
+    return None
+
+
+class _Workers:
+    """Sessions in child processes, each started with the same command."""
+
+    def __init__(self, command: list[str], runtime: str, env: dict[str, str]) -> None:
+        self.command, self.runtime, self.env = command, runtime, env
+
+    def new_session(self, base_url: str) -> Session:
+        return WorkerSession(self.command, self.runtime, self.env)
+
+    def close_session(self, session: Session) -> None:
+        session.close()  # type: ignore[attr-defined]
+
+
+class Dawn:
+    """Dawn (Chromium's WebGPU implementation, Tint compiling WGSL) through wgpudawn: the
+    native backend in a child process, on SwiftShader here, any Vulkan GPU elsewhere."""
+
+    name = "dawn"
+    compiler = "tint"  # the WGSL compiler inside
+    needs_server = False
+
+    def missing(self) -> str | None:
+        if importlib.util.find_spec("wgpudawn") is None:
+            return (
+                "wgpudawn is not installed: pip install wgpudawn (pinned in pyproject's dev extra)"
+            )
+        return _dawn_driver_missing()
+
+    @contextlib.contextmanager
+    def launch(self, **options: Any) -> Iterator[Launched]:
+        command = [sys.executable, "-m", "py_harness.host.native_worker", "dawn"]
+        yield _Workers(command, self.name, dawn_environment())
+
+
+NODE_HARNESS = ROOT / "web" / "node-harness.mjs"
+NODE_PACKAGES = ("pyodide/pyodide.mjs", "webgpu/package.json")
+
+
+class Node:
+    """The page's own Python (the wheel in Pyodide, gpu/browser.py) in Node, with Dawn's
+    npm `webgpu` package as navigator.gpu: Chromium's WebGPU without a browser."""
+
+    name = "node"
+    compiler = "tint"  # the WGSL compiler inside
+    needs_server = False
+
+    def missing(self) -> str | None:
+        node = os.environ.get("HARNESS_NODE", "node")
+        if shutil.which(node) is None:
+            return f"{node} not found: apt-get install nodejs (or set HARNESS_NODE)"
+        for pkg in NODE_PACKAGES:
+            if not (ROOT / "node_modules" / pkg).exists():
+                return f"node_modules/{pkg} is missing: npm ci (package-lock.json pins it)"
+        return _dawn_driver_missing()
+
+    @contextlib.contextmanager
+    def launch(self, **options: Any) -> Iterator[Launched]:
+        from .build_wheel import build
+
+        build(log=lambda _msg: None)  # the wheel and lock that Pyodide installs from
+        command = [os.environ.get("HARNESS_NODE", "node"), str(NODE_HARNESS)]
+        yield _Workers(command, self.name, dawn_environment())
+
+
+RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Chromium(), Firefox(), Wgpu(), Dawn(), Node())}
+
+
+# CPU drivers, as adapter names spell them in every implementation.
+_CPU_DRIVERS = ("swiftshader", "llvmpipe")
+
+
+def float_path(session: Session) -> tuple[str, str]:
+    """(WGSL compiler, driver) of a session: runtimes on the same pair run the same machine
+    code, so their outputs agree bit for bit (tests/test_planted_bugs.py checks that this
+    holds before relying on it). The driver is the CPU driver's name, else the adapter's
+    device name with case and punctuation dropped ("NVIDIA H200", "nvidia-h200")."""
+    name = session.adapter_name().lower()
+    driver = next((d for d in _CPU_DRIVERS if d in name), "")
+    if not driver:
+        device = str(session.call("adapter", {})["info"].get("device", "")) or name
+        driver = re.sub(r"[^a-z0-9]", "", device.lower())
+    return runtime(session.runtime).compiler, driver
 
 
 def runtime(name: str) -> Runtime:

@@ -13,7 +13,10 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..service import HarnessService
 
 ROOT = Path(__file__).resolve().parents[2]
 SHADER_DIR = ROOT / "shaders"
@@ -52,6 +55,21 @@ class _AdapterName:
 def shader_sources(directory: Path = SHADER_DIR) -> dict[str, str]:
     """Every .wgsl file in `directory`, by file name (the page gets them with each case)."""
     return {p.name: p.read_text() for p in sorted(directory.glob("*.wgsl"))}
+
+
+def native_service(implementation: str) -> HarnessService:
+    """The harness service on a native backend ("wgpu" or "dawn", gpu/native.py), with
+    WGSL read from shaders/ where a request brings none."""
+    from ..gpu import native
+    from ..service import HarnessService
+
+    async def load_source(name: str) -> str:
+        return (SHADER_DIR / name).read_text()
+
+    async def request_device() -> native.NativeDevice:
+        return await native.request_device(implementation=implementation)
+
+    return HarnessService(request_device, load_source)
 
 
 class BrowserSession(_AdapterName):
@@ -145,18 +163,12 @@ class NativeSession(_AdapterName):
     runtime = "wgpu"
 
     def __init__(self) -> None:
-        from ..gpu import native
-        from ..service import HarnessService
-
-        async def load_source(name: str) -> str:
-            return (SHADER_DIR / name).read_text()
-
         # The service's coroutines run on a loop of their own in a worker thread: the
         # caller's thread may already run one (Playwright's sync API does).
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self.service = HarnessService(native.request_device, load_source)
+        self.service = native_service("wgpu")
 
     def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self.service, entry)

@@ -1,0 +1,88 @@
+"""Timing a kernel variant where it runs: inside the runtime, next to its device.
+
+`python -m py_harness bench` asks a session for these numbers through the service's
+`time_case` entry, so the same loop times the kernels on wgpu-py, Dawn, Node and the
+browsers; only the transport differs. GPU time comes from timestamp queries where the
+device has them, else the wall clock.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .config import AttentionConfig, binding_cap
+from .gpu.device import ComputePass, Device
+from .runner import AttentionRunner, create_buffers
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """Warm-up until both `warmup` runs and `warmup_ms` of wall time are done (short
+    sizes get many runs, long ones a few); then the median of `runs` timed runs."""
+
+    runs: int = 10
+    warmup: int = 2
+    warmup_ms: float = 300.0
+
+    def warming(self, started: float, done: int) -> bool:
+        return done < self.warmup or (time.perf_counter() - started) * 1e3 < self.warmup_ms
+
+
+async def time_passes(dev: Device, passes: list[ComputePass], plan: TimingPlan) -> dict:
+    """Median GPU ms (timestamps; else wall), median per pass (timestamps only; by entry
+    point) and median wall-minus-GPU overhead, over plan.runs runs after the warm-up."""
+    gpu, wall, per_pass = [], [], []
+    started, warm = time.perf_counter(), 0
+    while plan.warming(started, warm):
+        await dev.run_passes(passes)
+        warm += 1
+    for _ in range(plan.runs):
+        t0 = time.perf_counter()
+        ms = await dev.run_passes(passes)
+        w = (time.perf_counter() - t0) * 1e3
+        wall.append(w)
+        gpu.append(w if ms is None else ms)
+        if ms is not None:
+            per_pass.append(dev.last_pass_ms)
+    pass_ms = {}
+    if len(per_pass) == plan.runs:  # every run timed by timestamps
+        pass_ms = {
+            p.label: statistics.median(run[j] for run in per_pass) for j, p in enumerate(passes)
+        }
+    return {
+        "ms": statistics.median(gpu),
+        "pass_ms": pass_ms,
+        "wall_ms": statistics.median(wall),
+        "dispatch_overhead_ms": statistics.median(w - g for w, g in zip(wall, gpu, strict=True)),
+    }
+
+
+async def time_variant(
+    runner: AttentionRunner, cfg: AttentionConfig, tensors: dict[str, bytes], plan: TimingPlan
+) -> dict[str, Any]:
+    """Forward and backward passes timed on buffers uploaded once, then one full case as
+    `check` runs it (validation, uploads, dispatch, readbacks) on the wall clock."""
+    dev = runner.device
+    chosen = runner.variant.for_head_dim(cfg.head_dim)
+    slots = chosen.dq_slots(cfg, binding_cap(dev.limits))
+    bufs = create_buffers(dev, cfg, tensors, slots)
+    try:
+        fwd = await time_passes(dev, await runner.passes(cfg, (chosen.forward,), bufs, slots), plan)
+        bwd = await time_passes(dev, await runner.passes(cfg, chosen.backward, bufs, slots), plan)
+    finally:
+        for b in bufs.values():
+            dev.destroy_buffer(b)
+    t0 = time.perf_counter()
+    result = await runner.run(cfg, tensors)
+    case_wall = (time.perf_counter() - t0) * 1e3
+    gpu = result.timings_ms["forward_ms"] + result.timings_ms["backward_ms"]
+    return {
+        "fwd": fwd,
+        "bwd": bwd,
+        "case_wall_ms": case_wall,
+        "case_overhead_ms": case_wall - gpu,
+        "timing": "timestamp-query" if dev.has_timestamps else "wall-clock",
+    }

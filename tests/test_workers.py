@@ -1,0 +1,100 @@
+"""The child-process transport (host/workers.py) with stand-in children: replies are
+matched to calls, chatter stays out of the protocol, and a child that hangs, exits or
+never starts fails one call alone with what it said; the next call gets a fresh child."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+
+import pytest
+
+from py_harness.host.sessions import PageError
+from py_harness.host.workers import WorkerSession
+
+# A stand-in child: the real ones' protocol, and behaviours chosen by the entry name.
+CHILD = textwrap.dedent(
+    r"""
+    import json, os, sys, time
+    RS = "\x1e"
+    def say(*fields):
+        sys.stdout.write(RS + json.dumps(list(fields)) + "\n"); sys.stdout.flush()
+    print("chatter before the ready line"); sys.stdout.flush()
+    if os.environ.get("FAIL_START"):
+        print("the driver said no", file=sys.stderr); sys.stderr.flush()
+        say(None, "error", "harness failed to load: no adapter", "stack")
+        sys.exit(1)
+    say(None, "ok", json.dumps({"totalMs": 1.0, "pid": os.getpid()}), None)
+    for line in sys.stdin:
+        call_id, entry, request = json.loads(line)
+        if entry == "echo":
+            print("chatter between replies"); sys.stdout.flush()
+            say(call_id, "ok", json.dumps({"echo": json.loads(request), "pid": os.getpid()}), None)
+        elif entry == "fail":
+            say(call_id, "error", "Traceback: ValueError: bad", None)
+        elif entry == "hang":
+            time.sleep(60)
+        elif entry == "exit":
+            print("about to exit", file=sys.stderr); sys.stderr.flush()
+            sys.exit(3)
+    """
+)
+
+
+@pytest.fixture
+def child() -> WorkerSession:
+    session = WorkerSession([sys.executable, "-c", CHILD], "stand-in", timeout_s=5.0)
+    yield session
+    session.close()
+
+
+def test_replies_match_calls_and_chatter_is_not_a_reply(child: WorkerSession) -> None:
+    assert child.load_timings["totalMs"] == 1.0
+    for i in range(3):
+        assert child.call("echo", {"i": i})["echo"] == {"i": i}
+    assert child.children_started == 1
+
+
+def test_an_error_reply_raises_with_the_childs_message(child: WorkerSession) -> None:
+    with pytest.raises(PageError, match="ValueError: bad"):
+        child.call("fail", {})
+    assert child.call("echo", {})["pid"] == child.load_timings["pid"]  # same child
+
+
+def test_a_hung_child_fails_that_call_and_the_next_gets_a_fresh_one(child: WorkerSession) -> None:
+    pid, child.timeout_s = child.load_timings["pid"], 1.0
+    with pytest.raises(PageError, match="did not answer within 1 s"):
+        child.call("hang", {})
+    assert child.call("echo", {})["pid"] != pid
+    assert child.children_started == 2
+
+
+def test_a_child_that_exits_mid_call_fails_that_call_with_its_last_words(
+    child: WorkerSession,
+) -> None:
+    with pytest.raises(PageError, match=r"exited with status 3[^$]*about to exit"):
+        child.call("exit", {})
+    assert child.call("echo", {"after": 1})["echo"] == {"after": 1}
+    assert child.children_started == 2
+
+
+def test_a_child_killed_between_calls_is_replaced_on_the_next(child: WorkerSession) -> None:
+    pid = child.load_timings["pid"]
+    os.kill(pid, signal.SIGKILL)
+    child._proc.wait(timeout=5)  # dead before the call (a death during one fails it)
+    assert child.call("echo", {})["pid"] != pid
+
+
+def test_a_child_that_cannot_start_says_why() -> None:
+    env = {**os.environ, "FAIL_START": "1"}
+    with pytest.raises(PageError, match="no adapter") as err:
+        WorkerSession([sys.executable, "-c", CHILD], "stand-in", env=env)
+    assert err.value.page_stack == "stack"
+
+
+def test_a_child_that_dies_before_its_ready_line_says_so() -> None:
+    with pytest.raises(PageError, match=r"exited with status 4[^$]*cannot import"):
+        dies = "import sys; print('cannot import', file=sys.stderr); sys.exit(4)"
+        WorkerSession([sys.executable, "-c", dies], "stand-in")

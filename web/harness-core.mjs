@@ -1,0 +1,90 @@
+// What the harness page (harness.js) and the Node runtime (node-harness.mjs) share: boot
+// Pyodide with the py-harness wheel, and call py_harness.page's entries as
+// [status, value, stack] (["ok", resultJson, null] or ["error", message, jsStack]; for a
+// Python exception the message is the full Python traceback). Never touches window or
+// the file system: each host hands in what it has.
+
+export const PACKAGE = "py-harness";
+export const MODULE = "py_harness.page";
+// Entries are plain public names: no dunders, no attribute paths.
+const ENTRY_RE = /^[A-Za-z][A-Za-z0-9_]*$/;
+
+const since = (t) => Math.round((performance.now() - t) * 10) / 10;
+
+// Load Pyodide and the wheel named in the lock file; fills `timings` (ms) as it goes.
+// `started` is when the host began (the browser starts fetching the lock before this).
+export async function bootHarness(loadPyodide, options, timings, started = performance.now()) {
+  const pyodide = await loadPyodide(options);
+  timings.pyodideLoadMs = since(started);
+
+  const t1 = performance.now();
+  const loadErrors = [];
+  // loadPackage logs download/integrity failures instead of throwing: collect them.
+  await pyodide.loadPackage(PACKAGE, {
+    checkIntegrity: true,
+    errorCallback: (msg) => {
+      loadErrors.push(msg);
+      console.error(msg);
+    },
+  });
+  if (!(PACKAGE in pyodide.loadedPackages)) {
+    throw new Error(`loadPackage('${PACKAGE}') failed:\n${loadErrors.join("\n")}`);
+  }
+  timings.packageLoadMs = since(t1);
+
+  const t2 = performance.now();
+  const page = pyodide.pyimport(MODULE);
+  timings.importMs = since(t2);
+  timings.totalMs = since(started);
+  return { pyodide, page };
+}
+
+function listEntries(pyodide) {
+  const names = pyodide.runPython(
+    `import ${MODULE} as _m\n` +
+      "[n for n in dir(_m) if not n.startswith('_') and callable(getattr(_m, n))]",
+  );
+  try {
+    return names.toJs().join(", ");
+  } finally {
+    names.destroy();
+  }
+}
+
+async function callEntry(booting, entry, requestJson) {
+  const { pyodide, page } = await booting;
+  if (typeof entry !== "string" || !ENTRY_RE.test(entry)) {
+    throw new Error(`invalid entry name ${JSON.stringify(entry)}`);
+  }
+  if (typeof requestJson !== "string") {
+    throw new TypeError(`requestJson must be a JSON string, got ${typeof requestJson}`);
+  }
+  const fn = page[entry];
+  if (typeof fn !== "function") {
+    fn?.destroy?.();
+    throw new Error(`${MODULE} has no function '${entry}' (has: ${listEntries(pyodide)})`);
+  }
+  try {
+    // Calling an async def gives an awaitable proxy; awaiting runs it on Pyodide's event loop.
+    const result = await fn(requestJson);
+    if (typeof result !== "string") {
+      const shown = String(result);
+      result?.destroy?.();
+      throw new TypeError(`${MODULE}.${entry} must return a JSON string, got ${shown}`);
+    }
+    return result;
+  } finally {
+    fn.destroy();
+  }
+}
+
+// runHarness(entry, requestJson) -> [status, value, stack]; never rejects.
+export function makeRunHarness(booting) {
+  return async (entry, requestJson) => {
+    try {
+      return ["ok", await callEntry(booting, entry, requestJson), null];
+    } catch (err) {
+      return ["error", String(err?.message ?? err), err?.stack ?? null];
+    }
+  };
+}

@@ -1,0 +1,98 @@
+// The harness without a browser: Pyodide in Node, with Dawn's `webgpu` package as
+// navigator.gpu. The same wheel, the same py_harness.page (gpu/browser.py through JS
+// interop) and the same runHarness as the page (harness-core.mjs); the host speaks to it
+// over stdin / stdout (py_harness/host/workers.py):
+//   in:  [id, entry, requestJson]            one per line
+//   out: "\x1e" + [id, status, value, stack]  one per line; id null: the ready line
+// Everything else (Python's print, Dawn's warnings) goes to stderr.
+//   node web/node-harness.mjs [dawn option ...]   e.g. backend=vulkan
+
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+import { bootHarness, makeRunHarness } from "./harness-core.mjs";
+
+const ROOT = new URL("..", import.meta.url);
+const path = (rel) => fileURLToPath(new URL(rel, ROOT));
+const say = (fields) => process.stdout.write("\x1e" + JSON.stringify(fields) + "\n");
+const BUILD_HINT = "Build it with: python -m py_harness.host.build_wheel";
+// Dawn rounds timestamp queries to 2^16 ns steps unless told not to (gpu/native.py says
+// why); Chromium under --enable-webgpu-developer-features, as the chromium runtime runs
+// it, does not round them either.
+const DAWN_OPTIONS = ["disable-dawn-features=timestamp_quantization", ...process.argv.slice(2)];
+
+// Relative URLs are the page's own files (page.py fetches "../shaders/NAME"): read them
+// from the checkout, as the server would serve them.
+const nodeFetch = globalThis.fetch;
+const WEB = new URL("web/", ROOT);
+globalThis.fetch = async (url, init) => {
+  if (typeof url === "string" && !/^[a-z][a-z0-9+.-]*:/i.test(url)) {
+    try {
+      return new Response(await readFile(new URL(url, WEB)));
+    } catch (err) {
+      return new Response(String(err), { status: err.code === "ENOENT" ? 404 : 500 });
+    }
+  }
+  return nodeFetch(url, init);
+};
+
+async function boot() {
+  const t0 = performance.now();
+  let lockFileContents;
+  try {
+    lockFileContents = readFileSync(path("build/dist/pyodide-lock.json"), "utf8");
+  } catch (err) {
+    throw new Error(`build/dist/pyodide-lock.json: ${err.message}. ${BUILD_HINT}`);
+  }
+  const { loadPyodide } = await import(path("node_modules/pyodide/pyodide.mjs"));
+  const webgpu = await import("webgpu");
+  const options = {
+    indexURL: path("node_modules/pyodide/"),
+    lockFileContents,
+    packageBaseUrl: path("build/dist/"),
+    stdout: (line) => process.stderr.write(line + "\n"),
+    stderr: (line) => process.stderr.write(line + "\n"),
+  };
+  const timings = {};
+  const loaded = await bootHarness(
+    async (opts) => {
+      const pyodide = await loadPyodide(opts);
+      // After loadPyodide (RUNTIMES: assigned before, Pyodide's start fails), and with a
+      // userAgent, which Pyodide reads from navigator.
+      Object.assign(globalThis, webgpu.globals);
+      const version = JSON.parse(readFileSync(path("node_modules/webgpu/package.json"))).version;
+      Object.defineProperty(globalThis, "navigator", {
+        value: {
+          gpu: webgpu.create(DAWN_OPTIONS),
+          userAgent: `Node.js ${process.version}; Dawn (npm webgpu ${version})`,
+        },
+        configurable: true,
+      });
+      return pyodide;
+    },
+    options,
+    timings,
+    t0,
+  );
+  return { loaded, timings };
+}
+
+let booted;
+try {
+  booted = await boot();
+} catch (err) {
+  say([null, "error", `harness failed to load: ${err?.message ?? err}`, err?.stack ?? null]);
+  process.exit(1);
+}
+say([null, "ok", JSON.stringify(booted.timings), null]);
+
+const runHarness = makeRunHarness(Promise.resolve(booted.loaded));
+// One call at a time, in order: the service holds one device and expects no overlap.
+for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+  if (!line.trim()) continue;
+  const [id, entry, requestJson] = JSON.parse(line);
+  say([id, ...(await runHarness(entry, requestJson))]);
+}
+process.exit(0);
