@@ -66,33 +66,47 @@ var<workgroup> ff_smem: array<vec4<f32>, 1424>;
 // Rows [row0, row0 + n) of a [B, S, heads, D] tensor: row r starts at base + r * stride;
 // rows >= rows read as zero; values are multiplied by mul.
 struct FfRows {
-buf: u32,
-base: u32,
-stride: u32,
-row0: u32,
-rows: u32,
-mul: f32,
+    buf: u32,
+    base: u32,
+    stride: u32,
+    row0: u32,
+    rows: u32,
+    mul: f32,
 };
 // Output accumulators: vec4 columns tx (lo) and tx + 16 (hi) of the 4 owned rows.
 struct FfAcc {
-lo: mat4x4<f32>,
-hi: mat4x4<f32>,
+    lo: mat4x4<f32>,
+    hi: mat4x4<f32>,
 };
 
 // (tx, ty): a 32-wide subgroup covers 8 tx x 4 ty, so its score-operand reads touch 4 A
 // rows and 8 B rows (few distinct addresses per wavefront).
 fn ff_tid(lid: u32) -> vec2<u32> {
-let lane = lid & 31u;
-let w = lid >> 5u;
-return vec2<u32>((lane & 7u) | ((w & 1u) << 3u), (lane >> 3u) | ((w >> 1u) << 2u));
+    let lane = lid & 31u;
+    let w = lid >> 5u;
+    return vec2<u32>((lane & 7u) | ((w & 1u) << 3u), (lane >> 3u) | ((w >> 1u) << 2u));
 }
 fn ff_q_rows(buf: u32, b: u32, h: u32, row0: u32, mul: f32) -> FfRows {
-let p = fa2_params;
-return FfRows(buf, (b * p.seq_q * p.num_heads + h) * p.head_dim, p.num_heads * p.head_dim, row0, p.seq_q, mul);
+    let p = fa2_params;
+    return FfRows(
+        buf,
+        (b * p.seq_q * p.num_heads + h) * p.head_dim,
+        p.num_heads * p.head_dim,
+        row0,
+        p.seq_q,
+        mul
+    );
 }
 fn ff_kv_rows(buf: u32, b: u32, kvh: u32, row0: u32, mul: f32) -> FfRows {
-let p = fa2_params;
-return FfRows(buf, (b * p.seq_k * p.num_kv_heads + kvh) * p.head_dim, p.num_kv_heads * p.head_dim, row0, p.seq_k, mul);
+    let p = fa2_params;
+    return FfRows(
+        buf,
+        (b * p.seq_k * p.num_kv_heads + kvh) * p.head_dim,
+        p.num_kv_heads * p.head_dim,
+        row0,
+        p.seq_k,
+        mul
+    );
 }
 
 // ---- visibility, masks, dropout: four (query, key) pairs at once ----
@@ -101,56 +115,57 @@ return FfRows(buf, (b * p.seq_k * p.num_kv_heads + kvh) * p.head_dim, p.num_kv_h
 // adapters; uniform branches only.
 const FF_COLS: vec4<u32> = vec4<u32>(0u, 16u, 32u, 48u); // an invocation's column offsets
 fn ff_visible4(qi: vec4<u32>, kj: vec4<u32>) -> vec4<bool> {
-let p = fa2_params;
-let qa = qi + p.causal_offset;
-var ok = (kj < vec4<u32>(p.seq_k)) & (qi < vec4<u32>(p.seq_q));
-if (p.causal == 1u) { ok = ok & (kj <= qa); }
-if (p.window > 0u) {
-let dist = select(kj - qa, qa - kj, qa >= kj);
-ok = ok & (dist < vec4<u32>(p.window));
-}
-return ok;
+    let p = fa2_params;
+    let qa = qi + p.causal_offset;
+    var ok = (kj < vec4<u32>(p.seq_k)) & (qi < vec4<u32>(p.seq_q));
+    if (p.causal == 1u) { ok = ok & (kj <= qa); }
+    if (p.window > 0u) {
+        let dist = select(kj - qa, qa - kj, qa >= kj);
+        ok = ok & (dist < vec4<u32>(p.window));
+    }
+    return ok;
 }
 // Scores after visibility and the additive mask; FF_OUT where masked (a score <= FF_MASKED,
 // -inf included, is masked).
 fn ff_masked4(s: vec4<f32>, b: u32, h: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<f32> {
-let p = fa2_params;
-var x = s;
-if (p.has_mask != 0u) {
-let i = b * p.mask_stride_b + h * p.mask_stride_h + qi * p.mask_stride_q + kj * p.mask_stride_k;
-x += vec4<f32>(fa2_mask[i.x], fa2_mask[i.y], fa2_mask[i.z], fa2_mask[i.w]);
-}
-return select(vec4<f32>(FF_OUT), x, ff_visible4(qi, kj) & (x > vec4<f32>(FF_MASKED)));
+    let p = fa2_params;
+    var x = s;
+    if (p.has_mask != 0u) {
+        let i = b * p.mask_stride_b + h * p.mask_stride_h + qi * p.mask_stride_q
+            + kj * p.mask_stride_k;
+        x += vec4<f32>(fa2_mask[i.x], fa2_mask[i.y], fa2_mask[i.z], fa2_mask[i.w]);
+    }
+    return select(vec4<f32>(FF_OUT), x, ff_visible4(qi, kj) & (x > vec4<f32>(FF_MASKED)));
 }
 fn ff_pcg4(v: vec4<u32>) -> vec4<u32> {
-let state = v * 747796405u + 2891336453u;
-let word = ((state >> ((state >> vec4<u32>(28u)) + 4u)) ^ state) * 277803737u;
-return (word >> vec4<u32>(22u)) ^ word;
+    let state = v * 747796405u + 2891336453u;
+    let word = ((state >> ((state >> vec4<u32>(28u)) + 4u)) ^ state) * 277803737u;
+    return (word >> vec4<u32>(22u)) ^ word;
 }
 // dropout_scale(p, seed, bh, qi, kj) for four pairs: hash3(seed ^ pcg(bh), qi, kj).
 fn ff_keep4(bh: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<f32> {
-let p = fa2_params.dropout_prob;
-if (p <= 0.0) { return vec4<f32>(1.0); }
-let x = vec4<u32>(fa2_params.seed ^ fa2_pcg(bh));
-let u = vec4<f32>(ff_pcg4(x ^ ff_pcg4(qi ^ ff_pcg4(kj))) >> vec4<u32>(8u)) * (1.0 / 16777216.0);
-return select(vec4<f32>(1.0 / (1.0 - p)), vec4<f32>(0.0), u < vec4<f32>(p));
+    let p = fa2_params.dropout_prob;
+    if (p <= 0.0) { return vec4<f32>(1.0); }
+    let x = vec4<u32>(fa2_params.seed ^ fa2_pcg(bh));
+    let u = vec4<f32>(ff_pcg4(x ^ ff_pcg4(qi ^ ff_pcg4(kj))) >> vec4<u32>(8u)) * (1.0 / 16777216.0);
+    return select(vec4<f32>(1.0 / (1.0 - p)), vec4<f32>(0.0), u < vec4<f32>(p));
 }
 // Whether the whole tile queries [q0, q0 + nq) x keys [k0, k0 + nk) is in range and
 // visible, so the per-element checks can be skipped (uniform).
 fn ff_all_visible(q0: u32, nq: u32, k0: u32, nk: u32) -> bool {
-let p = fa2_params;
-if (p.has_mask != 0u || q0 + nq > p.seq_q || k0 + nk > p.seq_k) { return false; }
-let qa0 = q0 + p.causal_offset;
-let qa1 = qa0 + nq - 1u;
-let k1 = k0 + nk - 1u;
-// The last key must be visible to the first query.
-if (p.causal == 1u && k1 > qa0) { return false; }
-if (p.window > 0u) {
-// The farthest pairs: (last query, first key) and (first query, last key).
-if (qa1 >= k0 && qa1 - k0 >= p.window) { return false; }
-if (k1 >= qa0 && k1 - qa0 >= p.window) { return false; }
-}
-return true;
+    let p = fa2_params;
+    if (p.has_mask != 0u || q0 + nq > p.seq_q || k0 + nk > p.seq_k) { return false; }
+    let qa0 = q0 + p.causal_offset;
+    let qa1 = qa0 + nq - 1u;
+    let k1 = k0 + nk - 1u;
+    // The last key must be visible to the first query.
+    if (p.causal == 1u && k1 > qa0) { return false; }
+    if (p.window > 0u) {
+        // The farthest pairs: (last query, first key) and (first query, last key).
+        if (qa1 >= k0 && qa1 - k0 >= p.window) { return false; }
+        if (k1 >= qa0 && k1 - qa0 >= p.window) { return false; }
+    }
+    return true;
 }
 // [query tile, batch * heads index] of a workgroup of a (1, tiles, batch * heads) dispatch.
 // Workgroups start roughly in index order, so tiles are handed out heaviest first across
@@ -159,39 +174,39 @@ return true;
 // forward at S = 4096 18 % faster and the non-causal one no slower (and the causal passes
 // of the backward, when they were tiled this way, 7-22 %).
 fn ff_tile_order(wg: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
-let i = wg.y + wg.z * nwg.y;
-let tile = i / nwg.z;
-return vec2<u32>(nwg.y - 1u - tile, i % nwg.z);
+    let i = wg.y + wg.z * nwg.y;
+    let tile = i / nwg.z;
+    return vec2<u32>(nwg.y - 1u - tile, i % nwg.z);
 }
 // Queries [begin, end) that see any key in [k0, k1] (uniform).
 fn ff_query_range(k0: u32, k1: u32) -> vec2<u32> {
-let p = fa2_params;
-var begin = 0u;
-var end = p.seq_q;
-if (p.causal == 1u && k0 > p.causal_offset) { begin = k0 - p.causal_offset; }
-if (p.window > 0u) {
-// |qa - kj| < window => qa < k1 + window and qa > k0 - window
-if (k1 + p.window > p.causal_offset) {
-end = min(end, k1 + p.window - p.causal_offset);
-} else {
-end = 0u;
-}
-if (p.causal == 0u && k0 + 1u > p.window + p.causal_offset) {
-begin = max(begin, k0 + 1u - p.window - p.causal_offset);
-}
-}
-return vec2<u32>(begin, end);
+    let p = fa2_params;
+    var begin = 0u;
+    var end = p.seq_q;
+    if (p.causal == 1u && k0 > p.causal_offset) { begin = k0 - p.causal_offset; }
+    if (p.window > 0u) {
+        // |qa - kj| < window => qa < k1 + window and qa > k0 - window
+        if (k1 + p.window > p.causal_offset) {
+            end = min(end, k1 + p.window - p.causal_offset);
+        } else {
+            end = 0u;
+        }
+        if (p.causal == 0u && k0 + 1u > p.window + p.causal_offset) {
+            begin = max(begin, k0 + 1u - p.window - p.causal_offset);
+        }
+    }
+    return vec2<u32>(begin, end);
 }
 
 // ---- staging (no barriers here: callers place them) ----
 // The first n components of v (n may exceed 4), zeros after: ff_load8 reads 4 floats and
 // drops those past the row (an index past the buffer's end is clamped by WebGPU).
 fn ff_pick(v: vec4<f32>, n: u32) -> vec4<f32> {
-return select(vec4<f32>(0.0), v, vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(n));
+    return select(vec4<f32>(0.0), v, vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(n));
 }
 struct FfPair {
-a: vec4<f32>,
-b: vec4<f32>,
+    a: vec4<f32>,
+    b: vec4<f32>,
 };
 // Fetching: an invocation loads two vec4s per staged step (vec4s lid and lid + 256 of the
 // step's 512). Both come from one ff_load8 call, which switches on the buffer once and
@@ -202,201 +217,263 @@ b: vec4<f32>,
 // off the backward's.
 // Floats r .. r + 3 of the eight in a, then b (r < 4).
 fn ff_shift(a: vec4<f32>, b: vec4<f32>, r: u32) -> vec4<f32> {
-let r1 = vec4<f32>(a.yzw, b.x);
-let r2 = vec4<f32>(a.zw, b.xy);
-let r3 = vec4<f32>(a.w, b.xyz);
-return select(select(select(a, r1, r == 1u), r2, r == 2u), r3, r == 3u);
+    let r1 = vec4<f32>(a.yzw, b.x);
+    let r2 = vec4<f32>(a.zw, b.xy);
+    let r3 = vec4<f32>(a.w, b.xyz);
+    return select(select(select(a, r1, r == 1u), r2, r == 2u), r3, r == 3u);
 }
 // Floats [i, i + 4) and [j, j + 4) of buffer `buf`. With head_dim a multiple of 4 every
 // row, hence i and j, starts on a vec4; otherwise each is cut from the two vec4s it spans
 // (the second may lie past the end: its floats are past the row, and dropped by the caller).
 fn ff_load8(buf: u32, i: u32, j: u32) -> FfPair {
-let lo = ff_vec4_pair(buf, i >> 2u, j >> 2u);
-if (fa2_params.head_dim % 4u == 0u) { return lo; }
-let hi = ff_vec4_pair(buf, (i >> 2u) + 1u, (j >> 2u) + 1u);
-return FfPair(ff_shift(lo.a, hi.a, i & 3u), ff_shift(lo.b, hi.b, j & 3u));
+    let lo = ff_vec4_pair(buf, i >> 2u, j >> 2u);
+    if (fa2_params.head_dim % 4u == 0u) { return lo; }
+    let hi = ff_vec4_pair(buf, (i >> 2u) + 1u, (j >> 2u) + 1u);
+    return FfPair(ff_shift(lo.a, hi.a, i & 3u), ff_shift(lo.b, hi.b, j & 3u));
 }
 // Flat index of element c of row r of src (r relative to src.row0).
 fn ff_at(src: FfRows, r: u32, c: u32) -> u32 {
-return src.base + (src.row0 + r) * src.stride + c;
+    return src.base + (src.row0 + r) * src.stride + c;
 }
 // v (4 floats from column c of row r) with those past head_dim zeroed, times src.mul; zero
 // when the row is past the end or c past head_dim.
 fn ff_valid4(v: vec4<f32>, src: FfRows, r: u32, c: u32) -> vec4<f32> {
-let d = fa2_params.head_dim;
-return select(vec4<f32>(0.0), ff_pick(v, d - c) * src.mul, src.row0 + r < src.rows && c < d);
+    let d = fa2_params.head_dim;
+    return select(vec4<f32>(0.0), ff_pick(v, d - c) * src.mul, src.row0 + r < src.rows && c < d);
 }
 // The 4 floats at rows r.x and r.y, columns c.x and c.y of src, as ff_valid4 leaves them.
 fn ff_fetch_pair(src: FfRows, r: vec2<u32>, c: vec2<u32>) -> FfPair {
-let v = ff_load8(src.buf, ff_at(src, r.x, c.x), ff_at(src, r.y, c.y));
-return FfPair(ff_valid4(v.a, src, r.x, c.x), ff_valid4(v.b, src, r.y, c.y));
+    let v = ff_load8(src.buf, ff_at(src, r.x, c.x), ff_at(src, r.y, c.y));
+    return FfPair(ff_valid4(v.a, src, r.x, c.x), ff_valid4(v.b, src, r.y, c.y));
 }
 // This invocation's share of chunk [c0, c0 + FF_KC) of head_dim of 64 rows, loaded but not
 // yet staged (zeros past the rows or head_dim).
 fn ff_fetch_chunk(lid: u32, src: FfRows, c0: u32) -> FfPair {
-let w = FF_KC / 4u;
-let e = lid + 256u;
-return ff_fetch_pair(src, vec2<u32>(lid / w, e / w), c0 + vec2<u32>(lid % w, e % w) * 4u);
+    let w = FF_KC / 4u;
+    let e = lid + 256u;
+    return ff_fetch_pair(src, vec2<u32>(lid / w, e / w), c0 + vec2<u32>(lid % w, e % w) * 4u);
 }
 // A fetched chunk into the score staging at `base` (0: A, FF_SB: B).
 fn ff_stage_chunk(lid: u32, base: u32, v: FfPair) {
-let w = FF_KC / 4u;
-ff_smem[base + (lid / w) * FF_AS + lid % w] = v.a;
-let e = lid + 256u;
-ff_smem[base + (e / w) * FF_AS + e % w] = v.b;
+    let w = FF_KC / 4u;
+    ff_smem[base + (lid / w) * FF_AS + lid % w] = v.a;
+    let e = lid + 256u;
+    ff_smem[base + (e / w) * FF_AS + e % w] = v.b;
 }
 // This invocation's share of rows [row0 + r0, + 2 FF_VK) x all of head_dim (two steps of
 // FF_VK x 16 FF_NCOL = 256 vec4s for both tile sizes), fetched but not staged: a holds
 // vec4 lid of the first step, b of the second.
 fn ff_fetch_rows(lid: u32, src: FfRows, r0: u32) -> FfPair {
-let w = 16u * FF_NCOL;
-let r = r0 + lid / w;
-return ff_fetch_pair(src, vec2<u32>(r, r + FF_VK), vec2<u32>(lid % w) * 4u);
+    let w = 16u * FF_NCOL;
+    let r = r0 + lid / w;
+    return ff_fetch_pair(src, vec2<u32>(r, r + FF_VK), vec2<u32>(lid % w) * 4u);
 }
 fn ff_stage_rows(lid: u32, v: vec4<f32>) {
-let w = 16u * FF_NCOL;
-ff_smem[FF_V0 + (lid / w) * FF_VS + lid % w] = v;
+    let w = 16u * FF_NCOL;
+    ff_smem[FF_V0 + (lid / w) * FF_VS + lid % w] = v;
 }
 
 // ---- register micro-kernels: one fma chain per output, no separate rounding ----
 fn ff_dot(acc: f32, a: vec4<f32>, b: vec4<f32>) -> f32 {
-return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
+    return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
 }
 fn ff_dot4(acc: vec4<f32>, a: vec4<f32>, b: mat4x4<f32>) -> vec4<f32> {
-return vec4<f32>(ff_dot(acc.x, a, b[0]), ff_dot(acc.y, a, b[1]), ff_dot(acc.z, a, b[2]), ff_dot(acc.w, a, b[3]));
+    return vec4<f32>(
+        ff_dot(acc.x, a, b[0]),
+        ff_dot(acc.y, a, b[1]),
+        ff_dot(acc.z, a, b[2]),
+        ff_dot(acc.w, a, b[3])
+    );
 }
 // acc + w.x v[0] + w.y v[1] + w.z v[2] + w.w v[3]
 fn ff_axpy(acc: vec4<f32>, w: vec4<f32>, v: mat4x4<f32>) -> vec4<f32> {
-return fma(vec4<f32>(w.w), v[3], fma(vec4<f32>(w.z), v[2], fma(vec4<f32>(w.y), v[1], fma(vec4<f32>(w.x), v[0], acc))));
+    return fma(
+        vec4<f32>(w.w),
+        v[3],
+        fma(vec4<f32>(w.z), v[2], fma(vec4<f32>(w.y), v[1], fma(vec4<f32>(w.x), v[0], acc)))
+    );
 }
 fn ff_axpy4(acc: mat4x4<f32>, w: mat4x4<f32>, v: mat4x4<f32>) -> mat4x4<f32> {
-return mat4x4<f32>(ff_axpy(acc[0], w[0], v), ff_axpy(acc[1], w[1], v), ff_axpy(acc[2], w[2], v), ff_axpy(acc[3], w[3], v));
+    return mat4x4<f32>(
+        ff_axpy(acc[0], w[0], v),
+        ff_axpy(acc[1], w[1], v),
+        ff_axpy(acc[2], w[2], v),
+        ff_axpy(acc[3], w[3], v)
+    );
 }
 fn ff_stage_a(t: vec2<u32>, c: u32) -> mat4x4<f32> {
-let i = t.y * FF_AS + c;
-return mat4x4<f32>(ff_smem[i], ff_smem[i + 16u * FF_AS], ff_smem[i + 32u * FF_AS], ff_smem[i + 48u * FF_AS]);
+    let i = t.y * FF_AS + c;
+    return mat4x4<f32>(
+        ff_smem[i],
+        ff_smem[i + 16u * FF_AS],
+        ff_smem[i + 32u * FF_AS],
+        ff_smem[i + 48u * FF_AS]
+    );
 }
 
 // S block += A rows . B rows over the staged chunk.
 fn ff_scores_chunk(acc: mat4x4<f32>, t: vec2<u32>) -> mat4x4<f32> {
-var s = acc;
-for (var c = 0u; c < FF_KC / 4u; c++) {
-let a = ff_stage_a(t, c);
-let j = FF_SB + t.x * FF_AS + c;
-let b = mat4x4<f32>(ff_smem[j], ff_smem[j + 16u * FF_AS], ff_smem[j + 32u * FF_AS], ff_smem[j + 48u * FF_AS]);
-s = mat4x4<f32>(ff_dot4(s[0], a[0], b), ff_dot4(s[1], a[1], b), ff_dot4(s[2], a[2], b), ff_dot4(s[3], a[3], b));
-}
-return s;
+    var s = acc;
+    for (var c = 0u; c < FF_KC / 4u; c++) {
+        let a = ff_stage_a(t, c);
+        let j = FF_SB + t.x * FF_AS + c;
+        let b = mat4x4<f32>(
+            ff_smem[j],
+            ff_smem[j + 16u * FF_AS],
+            ff_smem[j + 32u * FF_AS],
+            ff_smem[j + 48u * FF_AS]
+        );
+        s = mat4x4<f32>(
+            ff_dot4(s[0], a[0], b),
+            ff_dot4(s[1], a[1], b),
+            ff_dot4(s[2], a[2], b),
+            ff_dot4(s[3], a[3], b)
+        );
+    }
+    return s;
 }
 // This invocation's 4x4 block of A B^T over all of head_dim.
 fn ff_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
-var s = mat4x4<f32>();
-for (var c0 = 0u; c0 < fa2_params.head_dim; c0 += FF_KC) {
-ff_stage_chunk(lid, 0u, ff_fetch_chunk(lid, a, c0));
-ff_stage_chunk(lid, FF_SB, ff_fetch_chunk(lid, b, c0));
-workgroupBarrier();
-s = ff_scores_chunk(s, t);
-workgroupBarrier();
-}
-return s;
+    var s = mat4x4<f32>();
+    for (var c0 = 0u; c0 < fa2_params.head_dim; c0 += FF_KC) {
+        ff_stage_chunk(lid, 0u, ff_fetch_chunk(lid, a, c0));
+        ff_stage_chunk(lid, FF_SB, ff_fetch_chunk(lid, b, c0));
+        workgroupBarrier();
+        s = ff_scores_chunk(s, t);
+        workgroupBarrier();
+    }
+    return s;
 }
 // acc += columns [r0, r0 + FF_VK) of the P tile times the staged rows; halves: 1 for the
 // low output columns, 2 for the high ones (FF_NCOL > 1), 3 for both.
 fn ff_pv_step(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32) -> FfAcc {
-var o = acc;
-for (var k = 0u; k < FF_VK; k += 4u) {
-let pc = (r0 + k) / 4u;
-let i = FF_P0 + t.y * FF_PS + pc;
-let w = mat4x4<f32>(ff_smem[i], ff_smem[i + 16u * FF_PS], ff_smem[i + 32u * FF_PS], ff_smem[i + 48u * FF_PS]);
-let j = FF_V0 + k * FF_VS + t.x;
-if ((halves & 1u) != 0u) {
-o.lo = ff_axpy4(o.lo, w, mat4x4<f32>(ff_smem[j], ff_smem[j + FF_VS], ff_smem[j + 2u * FF_VS], ff_smem[j + 3u * FF_VS]));
-}
-if (FF_NCOL > 1u && (halves & 2u) != 0u) {
-let j2 = j + 16u;
-o.hi = ff_axpy4(o.hi, w, mat4x4<f32>(ff_smem[j2], ff_smem[j2 + FF_VS], ff_smem[j2 + 2u * FF_VS], ff_smem[j2 + 3u * FF_VS]));
-}
-}
-return o;
+    var o = acc;
+    for (var k = 0u; k < FF_VK; k += 4u) {
+        let pc = (r0 + k) / 4u;
+        let i = FF_P0 + t.y * FF_PS + pc;
+        let w = mat4x4<f32>(
+            ff_smem[i],
+            ff_smem[i + 16u * FF_PS],
+            ff_smem[i + 32u * FF_PS],
+            ff_smem[i + 48u * FF_PS]
+        );
+        let j = FF_V0 + k * FF_VS + t.x;
+        if ((halves & 1u) != 0u) {
+            o.lo = ff_axpy4(
+                o.lo,
+                w,
+                mat4x4<f32>(
+                    ff_smem[j],
+                    ff_smem[j + FF_VS],
+                    ff_smem[j + 2u * FF_VS],
+                    ff_smem[j + 3u * FF_VS]
+                )
+            );
+        }
+        if (FF_NCOL > 1u && (halves & 2u) != 0u) {
+            let j2 = j + 16u;
+            o.hi = ff_axpy4(
+                o.hi,
+                w,
+                mat4x4<f32>(
+                    ff_smem[j2],
+                    ff_smem[j2 + FF_VS],
+                    ff_smem[j2 + 2u * FF_VS],
+                    ff_smem[j2 + 3u * FF_VS]
+                )
+            );
+        }
+    }
+    return o;
 }
 // acc += the P tile (64 x 64, after a barrier) times rows [v.row0, v.row0 + 64) of v, in
 // steps of FF_VK rows (one fetch for two steps); halves as for ff_pv_step.
 fn ff_pv_tile(lid: u32, t: vec2<u32>, acc: FfAcc, v: FfRows, halves: u32) -> FfAcc {
-var o = acc;
-for (var r0 = 0u; r0 < FF_BC; r0 += 2u * FF_VK) {
-// Rows past the end are zero in both operands: skip them (uniform).
-if (v.row0 + r0 >= v.rows) { break; }
-let cur = ff_fetch_rows(lid, v, r0);
-ff_stage_rows(lid, cur.a);
-workgroupBarrier();
-o = ff_pv_step(t, o, r0, halves);
-workgroupBarrier();
-if (v.row0 + r0 + FF_VK >= v.rows) { break; }
-ff_stage_rows(lid, cur.b);
-workgroupBarrier();
-o = ff_pv_step(t, o, r0 + FF_VK, halves);
-workgroupBarrier();
-}
-return o;
+    var o = acc;
+    for (var r0 = 0u; r0 < FF_BC; r0 += 2u * FF_VK) {
+        // Rows past the end are zero in both operands: skip them (uniform).
+        if (v.row0 + r0 >= v.rows) { break; }
+        let cur = ff_fetch_rows(lid, v, r0);
+        ff_stage_rows(lid, cur.a);
+        workgroupBarrier();
+        o = ff_pv_step(t, o, r0, halves);
+        workgroupBarrier();
+        if (v.row0 + r0 + FF_VK >= v.rows) { break; }
+        ff_stage_rows(lid, cur.b);
+        workgroupBarrier();
+        o = ff_pv_step(t, o, r0 + FF_VK, halves);
+        workgroupBarrier();
+    }
+    return o;
 }
 
 // ---- tile exchange ----
 // Columns col, col + 16, col + 32, col + 48 (col < 16) of a P-tile row are vec4 col / 4 + 4 j,
 // component col % 4.
 fn ff_put_row(row: u32, col: u32, v: vec4<f32>) {
-let i = FF_P0 + row * FF_PS + (col >> 2u);
-let c = col & 3u;
-ff_smem[i][c] = v.x;
-ff_smem[i + 4u][c] = v.y;
-ff_smem[i + 8u][c] = v.z;
-ff_smem[i + 12u][c] = v.w;
+    let i = FF_P0 + row * FF_PS + (col >> 2u);
+    let c = col & 3u;
+    ff_smem[i][c] = v.x;
+    ff_smem[i + 4u][c] = v.y;
+    ff_smem[i + 8u][c] = v.z;
+    ff_smem[i + 12u][c] = v.w;
 }
 // Stores the block into the P tile; callers barrier before ff_pv_tile reads it.
 fn ff_put_p(t: vec2<u32>, s: mat4x4<f32>) {
-ff_put_row(t.y, t.x, s[0]);
-ff_put_row(t.y + 16u, t.x, s[1]);
-ff_put_row(t.y + 32u, t.x, s[2]);
-ff_put_row(t.y + 48u, t.x, s[3]);
+    ff_put_row(t.y, t.x, s[0]);
+    ff_put_row(t.y + 16u, t.x, s[1]);
+    ff_put_row(t.y + 32u, t.x, s[2]);
+    ff_put_row(t.y + 48u, t.x, s[3]);
 }
 // Stores the block transposed: row tx + 16 j, column ty + 16 i gets m[i][j].
 fn ff_put_pt(t: vec2<u32>, m: mat4x4<f32>) {
-let m_t = transpose(m);
-ff_put_row(t.x, t.y, m_t[0]);
-ff_put_row(t.x + 16u, t.y, m_t[1]);
-ff_put_row(t.x + 32u, t.y, m_t[2]);
-ff_put_row(t.x + 48u, t.y, m_t[3]);
+    let m_t = transpose(m);
+    ff_put_row(t.x, t.y, m_t[0]);
+    ff_put_row(t.x + 16u, t.y, m_t[1]);
+    ff_put_row(t.x + 32u, t.y, m_t[2]);
+    ff_put_row(t.x + 48u, t.y, m_t[3]);
 }
 fn ff_max4(v: vec4<f32>) -> f32 {
-return max(max(v.x, v.y), max(v.z, v.w));
+    return max(max(v.x, v.y), max(v.z, v.w));
 }
 fn ff_red_put(t: vec2<u32>, v: vec4<f32>) {
-let c = t.x & 3u;
-let q = t.x >> 2u;
-ff_smem[FF_R0 + t.y * 4u + q][c] = v.x;
-ff_smem[FF_R0 + (t.y + 16u) * 4u + q][c] = v.y;
-ff_smem[FF_R0 + (t.y + 32u) * 4u + q][c] = v.z;
-ff_smem[FF_R0 + (t.y + 48u) * 4u + q][c] = v.w;
+    let c = t.x & 3u;
+    let q = t.x >> 2u;
+    ff_smem[FF_R0 + t.y * 4u + q][c] = v.x;
+    ff_smem[FF_R0 + (t.y + 16u) * 4u + q][c] = v.y;
+    ff_smem[FF_R0 + (t.y + 32u) * 4u + q][c] = v.z;
+    ff_smem[FF_R0 + (t.y + 48u) * 4u + q][c] = v.w;
 }
 fn ff_red_max(row: u32) -> f32 {
-let i = FF_R0 + row * 4u;
-return ff_max4(max(max(ff_smem[i], ff_smem[i + 1u]), max(ff_smem[i + 2u], ff_smem[i + 3u])));
+    let i = FF_R0 + row * 4u;
+    return ff_max4(max(max(ff_smem[i], ff_smem[i + 1u]), max(ff_smem[i + 2u], ff_smem[i + 3u])));
 }
 fn ff_red_sum(row: u32) -> f32 {
-let i = FF_R0 + row * 4u;
-let v = (ff_smem[i] + ff_smem[i + 1u]) + (ff_smem[i + 2u] + ff_smem[i + 3u]);
-return (v.x + v.y) + (v.z + v.w);
+    let i = FF_R0 + row * 4u;
+    let v = (ff_smem[i] + ff_smem[i + 1u]) + (ff_smem[i + 2u] + ff_smem[i + 3u]);
+    return (v.x + v.y) + (v.z + v.w);
 }
 // Per owned row, the max over the 64 tile columns of the 16 invocations sharing it.
 // The reduction area must be free (a barrier since its last read); a barrier follows
 // the writes.
 fn ff_row_max(t: vec2<u32>, partial: vec4<f32>) -> vec4<f32> {
-ff_red_put(t, partial);
-workgroupBarrier();
-return vec4<f32>(ff_red_max(t.y), ff_red_max(t.y + 16u), ff_red_max(t.y + 32u), ff_red_max(t.y + 48u));
+    ff_red_put(t, partial);
+    workgroupBarrier();
+    return vec4<f32>(
+        ff_red_max(t.y),
+        ff_red_max(t.y + 16u),
+        ff_red_max(t.y + 32u),
+        ff_red_max(t.y + 48u)
+    );
 }
 // Same for the sum (in one fixed order: every invocation gets the same bits).
 fn ff_row_sum(t: vec2<u32>, partial: vec4<f32>) -> vec4<f32> {
-ff_red_put(t, partial);
-workgroupBarrier();
-return vec4<f32>(ff_red_sum(t.y), ff_red_sum(t.y + 16u), ff_red_sum(t.y + 32u), ff_red_sum(t.y + 48u));
+    ff_red_put(t, partial);
+    workgroupBarrier();
+    return vec4<f32>(
+        ff_red_sum(t.y),
+        ff_red_sum(t.y + 16u),
+        ff_red_sum(t.y + 32u),
+        ff_red_sum(t.y + 48u)
+    );
 }

@@ -12,78 +12,100 @@
 
 // Q, K, V: fa2_fast_common.wgsl's bindings.
 fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair {
-switch buf {
-case FF_Q: { return FfPair(ff_q[i], ff_q[j]); }
-case FF_K: { return FfPair(ff_k[i], ff_k[j]); }
-default: { return FfPair(ff_v[i], ff_v[j]); }
-}
+    switch buf {
+        case FF_Q: { return FfPair(ff_q[i], ff_q[j]); }
+        case FF_K: { return FfPair(ff_k[i], ff_k[j]); }
+        default: { return FfPair(ff_v[i], ff_v[j]); }
+    }
 }
 fn ffw_sum4(v: vec4<f32>) -> f32 {
-return (v.x + v.y) + (v.z + v.w);
+    return (v.x + v.y) + (v.z + v.w);
 }
 fn ffw_put4(base: u32, c: u32, v: vec4<f32>) {
-let d = fa2_params.head_dim;
-if (c < d) { ffw_out[base + c] = v.x; }
-if (c + 1u < d) { ffw_out[base + c + 1u] = v.y; }
-if (c + 2u < d) { ffw_out[base + c + 2u] = v.z; }
-if (c + 3u < d) { ffw_out[base + c + 3u] = v.w; }
+    let d = fa2_params.head_dim;
+    if (c < d) { ffw_out[base + c] = v.x; }
+    if (c + 1u < d) { ffw_out[base + c + 1u] = v.y; }
+    if (c + 2u < d) { ffw_out[base + c + 2u] = v.z; }
+    if (c + 3u < d) { ffw_out[base + c + 3u] = v.w; }
 }
 fn ffw_store_row(t: vec2<u32>, b: u32, h: u32, qi: u32, lo: vec4<f32>, hi: vec4<f32>, lse: f32) {
-let p = fa2_params;
-if (qi >= p.seq_q) { return; }
-let base = ((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim;
-ffw_put4(base, t.x * 4u, lo);
-if (FF_NCOL > 1u) { ffw_put4(base, 64u + t.x * 4u, hi); }
-if (t.x == 0u) { ffw_lse[(b * p.num_heads + h) * p.seq_q + qi] = lse; }
+    let p = fa2_params;
+    if (qi >= p.seq_q) { return; }
+    let base = ((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim;
+    ffw_put4(base, t.x * 4u, lo);
+    if (FF_NCOL > 1u) { ffw_put4(base, 64u + t.x * 4u, hi); }
+    if (t.x == 0u) { ffw_lse[(b * p.num_heads + h) * p.seq_q + qi] = lse; }
 }
 
 // Dispatch: (1, ceil(seq_q / 64), batch * num_heads)
 @compute @workgroup_size(256)
-fn fa2f_fwd(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-let p = fa2_params;
-let t = ff_tid(lid);
-let job = ff_tile_order(wg, nwg);
-let b = job.y / p.num_heads;
-let h = job.y % p.num_heads;
-let kvh = h / (p.num_heads / p.num_kv_heads);
-let bh = b * p.num_heads + h;
-let q0 = job.x * FF_BR;
-// Q is scaled before the dot product (as flash_fwd does); the backward passes stage it
-// the same way and sum in the same order, so their scores equal these to the bit.
-let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
-let rows = vec4<u32>(q0 + t.y, q0 + t.y + 16u, q0 + t.y + 32u, q0 + t.y + 48u);
-let range = fa2_key_range(q0, min(q0 + FF_BR, p.seq_q) - 1u);
-var m = vec4<f32>(FF_MASKED);
-var l = vec4<f32>(0.0);
-var o = FfAcc();
-for (var k0 = range.x; k0 < range.y; k0 += FF_BC) {
-var s = ff_score_tile(lid, t, qs, ff_kv_rows(FF_K, b, kvh, k0, 1.0));
-let kc = k0 + t.x + FF_COLS;
-if (!ff_all_visible(q0, FF_BR, k0, FF_BC)) {
-s = mat4x4<f32>(ff_masked4(s[0], b, h, vec4<u32>(rows.x), kc), ff_masked4(s[1], b, h, vec4<u32>(rows.y), kc), ff_masked4(s[2], b, h, vec4<u32>(rows.z), kc), ff_masked4(s[3], b, h, vec4<u32>(rows.w), kc));
-}
-let m_new = max(m, ff_row_max(t, vec4<f32>(ff_max4(s[0]), ff_max4(s[1]), ff_max4(s[2]), ff_max4(s[3]))));
-let corr = exp(m - m_new);
-s = mat4x4<f32>(exp(s[0] - m_new.x), exp(s[1] - m_new.y), exp(s[2] - m_new.z), exp(s[3] - m_new.w));
-// The softmax denominator counts every weight; dropout only changes what reaches O.
-l = l * corr + vec4<f32>(ffw_sum4(s[0]), ffw_sum4(s[1]), ffw_sum4(s[2]), ffw_sum4(s[3]));
-if (p.dropout_prob > 0.0) {
-s = mat4x4<f32>(s[0] * ff_keep4(bh, vec4<u32>(rows.x), kc), s[1] * ff_keep4(bh, vec4<u32>(rows.y), kc), s[2] * ff_keep4(bh, vec4<u32>(rows.z), kc), s[3] * ff_keep4(bh, vec4<u32>(rows.w), kc));
-}
-ff_put_p(t, s);
-o.lo = mat4x4<f32>(o.lo[0] * corr.x, o.lo[1] * corr.y, o.lo[2] * corr.z, o.lo[3] * corr.w);
-o.hi = mat4x4<f32>(o.hi[0] * corr.x, o.hi[1] * corr.y, o.hi[2] * corr.z, o.hi[3] * corr.w);
-m = m_new;
-workgroupBarrier();
-o = ff_pv_tile(lid, t, o, ff_kv_rows(FF_V, b, kvh, k0, 1.0), 3u);
-}
-let lt = ff_row_sum(t, l);
-// A row with no unmasked key: O = 0, LSE = FF_EMPTY_LSE.
-let some = lt > vec4<f32>(0.0);
-let inv = select(vec4<f32>(0.0), 1.0 / lt, some);
-let lse = select(vec4<f32>(FF_EMPTY_LSE), m + log(lt), some);
-ffw_store_row(t, b, h, rows.x, o.lo[0] * inv.x, o.hi[0] * inv.x, lse.x);
-ffw_store_row(t, b, h, rows.y, o.lo[1] * inv.y, o.hi[1] * inv.y, lse.y);
-ffw_store_row(t, b, h, rows.z, o.lo[2] * inv.z, o.hi[2] * inv.z, lse.z);
-ffw_store_row(t, b, h, rows.w, o.lo[3] * inv.w, o.hi[3] * inv.w, lse.w);
+fn fa2f_fwd(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>
+) {
+    let p = fa2_params;
+    let t = ff_tid(lid);
+    let job = ff_tile_order(wg, nwg);
+    let b = job.y / p.num_heads;
+    let h = job.y % p.num_heads;
+    let kvh = h / (p.num_heads / p.num_kv_heads);
+    let bh = b * p.num_heads + h;
+    let q0 = job.x * FF_BR;
+    // Q is scaled before the dot product (as flash_fwd does); the backward passes stage it
+    // the same way and sum in the same order, so their scores equal these to the bit.
+    let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
+    let rows = vec4<u32>(q0 + t.y, q0 + t.y + 16u, q0 + t.y + 32u, q0 + t.y + 48u);
+    let range = fa2_key_range(q0, min(q0 + FF_BR, p.seq_q) - 1u);
+    var m = vec4<f32>(FF_MASKED);
+    var l = vec4<f32>(0.0);
+    var o = FfAcc();
+    for (var k0 = range.x; k0 < range.y; k0 += FF_BC) {
+        var s = ff_score_tile(lid, t, qs, ff_kv_rows(FF_K, b, kvh, k0, 1.0));
+        let kc = k0 + t.x + FF_COLS;
+        if (!ff_all_visible(q0, FF_BR, k0, FF_BC)) {
+            s = mat4x4<f32>(
+                ff_masked4(s[0], b, h, vec4<u32>(rows.x), kc),
+                ff_masked4(s[1], b, h, vec4<u32>(rows.y), kc),
+                ff_masked4(s[2], b, h, vec4<u32>(rows.z), kc),
+                ff_masked4(s[3], b, h, vec4<u32>(rows.w), kc)
+            );
+        }
+        let m_new = max(
+            m,
+            ff_row_max(t, vec4<f32>(ff_max4(s[0]), ff_max4(s[1]), ff_max4(s[2]), ff_max4(s[3])))
+        );
+        let corr = exp(m - m_new);
+        s = mat4x4<f32>(
+            exp(s[0] - m_new.x),
+            exp(s[1] - m_new.y),
+            exp(s[2] - m_new.z),
+            exp(s[3] - m_new.w)
+        );
+        // The softmax denominator counts every weight; dropout only changes what reaches O.
+        l = l * corr + vec4<f32>(ffw_sum4(s[0]), ffw_sum4(s[1]), ffw_sum4(s[2]), ffw_sum4(s[3]));
+        if (p.dropout_prob > 0.0) {
+            s = mat4x4<f32>(
+                s[0] * ff_keep4(bh, vec4<u32>(rows.x), kc),
+                s[1] * ff_keep4(bh, vec4<u32>(rows.y), kc),
+                s[2] * ff_keep4(bh, vec4<u32>(rows.z), kc),
+                s[3] * ff_keep4(bh, vec4<u32>(rows.w), kc)
+            );
+        }
+        ff_put_p(t, s);
+        o.lo = mat4x4<f32>(o.lo[0] * corr.x, o.lo[1] * corr.y, o.lo[2] * corr.z, o.lo[3] * corr.w);
+        o.hi = mat4x4<f32>(o.hi[0] * corr.x, o.hi[1] * corr.y, o.hi[2] * corr.z, o.hi[3] * corr.w);
+        m = m_new;
+        workgroupBarrier();
+        o = ff_pv_tile(lid, t, o, ff_kv_rows(FF_V, b, kvh, k0, 1.0), 3u);
+    }
+    let lt = ff_row_sum(t, l);
+    // A row with no unmasked key: O = 0, LSE = FF_EMPTY_LSE.
+    let some = lt > vec4<f32>(0.0);
+    let inv = select(vec4<f32>(0.0), 1.0 / lt, some);
+    let lse = select(vec4<f32>(FF_EMPTY_LSE), m + log(lt), some);
+    ffw_store_row(t, b, h, rows.x, o.lo[0] * inv.x, o.hi[0] * inv.x, lse.x);
+    ffw_store_row(t, b, h, rows.y, o.lo[1] * inv.y, o.hi[1] * inv.y, lse.y);
+    ffw_store_row(t, b, h, rows.z, o.lo[2] * inv.z, o.hi[2] * inv.z, lse.z);
+    ffw_store_row(t, b, h, rows.w, o.lo[3] * inv.w, o.hi[3] * inv.w, lse.w);
 }

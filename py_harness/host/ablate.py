@@ -29,22 +29,39 @@ _SYNTHETIC = (
     "let v = FfPair(vec4<f32>(f32(r.x), f32(c.x), src.mul, 1.0), "
     "vec4<f32>(f32(r.y), f32(c.y), src.mul, 1.0));"
 )
+# The anchors below follow the WGSL's layout (4 spaces per level, wrapped argument lists).
 _B_OPERAND = (
-    "let b = mat4x4<f32>(ff_smem[j], ff_smem[j + 16u * FF_AS], ff_smem[j + 32u * FF_AS], "
-    "ff_smem[j + 48u * FF_AS]);"
+    "let b = mat4x4<f32>(\n"
+    "            ff_smem[j],\n"
+    "            ff_smem[j + 16u * FF_AS],\n"
+    "            ff_smem[j + 32u * FF_AS],\n"
+    "            ff_smem[j + 48u * FF_AS]\n"
+    "        );"
 )
 _V_OPERAND = (
-    "mat4x4<f32>(ff_smem[j], ff_smem[j + FF_VS], ff_smem[j + 2u * FF_VS], ff_smem[j + 3u * FF_VS])"
+    "mat4x4<f32>(\n"
+    "                    ff_smem[j],\n"
+    "                    ff_smem[j + FF_VS],\n"
+    "                    ff_smem[j + 2u * FF_VS],\n"
+    "                    ff_smem[j + 3u * FF_VS]\n"
+    "                )"
 )
 _DOT4 = (
-    "return vec4<f32>(ff_dot(acc.x, a, b[0]), ff_dot(acc.y, a, b[1]), "
-    "ff_dot(acc.z, a, b[2]), ff_dot(acc.w, a, b[3]));"
+    "return vec4<f32>(\n"
+    "        ff_dot(acc.x, a, b[0]),\n"
+    "        ff_dot(acc.y, a, b[1]),\n"
+    "        ff_dot(acc.z, a, b[2]),\n"
+    "        ff_dot(acc.w, a, b[3])\n"
+    "    );"
 )
 _AXPY = (
-    "return fma(vec4<f32>(w.w), v[3], fma(vec4<f32>(w.z), v[2], "
-    "fma(vec4<f32>(w.y), v[1], fma(vec4<f32>(w.x), v[0], acc))));"
+    "return fma(\n"
+    "        vec4<f32>(w.w),\n"
+    "        v[3],\n"
+    "        fma(vec4<f32>(w.z), v[2], fma(vec4<f32>(w.y), v[1], fma(vec4<f32>(w.x), v[0], acc)))\n"
+    "    );"
 )
-_BARRIER = "\nworkgroupBarrier();"
+_BARRIER = "\n        workgroupBarrier();"  # the staged steps' barriers, in loop bodies
 ABLATIONS: dict[str, tuple[Mutant, ...]] = {
     "baseline": (),
     # every global load of a staged operand (scores and second GEMM)

@@ -221,8 +221,12 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "exp-5digits",
         FAST_FWD,
-        "s = mat4x4<f32>(exp(s[0] - m_new.x), exp(s[1] - m_new.y), exp(s[2] - m_new.z), "
-        "exp(s[3] - m_new.w));",
+        "s = mat4x4<f32>(\n"
+        "            exp(s[0] - m_new.x),\n"
+        "            exp(s[1] - m_new.y),\n"
+        "            exp(s[2] - m_new.z),\n"
+        "            exp(s[3] - m_new.w)\n"
+        "        );",
         "s = mat4x4<f32>("
         + ", ".join(f"exp2((s[{i}] - m_new.{c}) * {LOG2E_5_DIGITS})" for i, c in enumerate("xyzw"))
         + ");",
