@@ -68,15 +68,34 @@ class AttentionConfig:
             raise ConfigError(sorted(unknown)[0], f"unknown argument (known: {sorted(known)})")
         return cls(**d)
 
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every tensor's shape, inputs and outputs (the mask's is mask_shape): the one
+        place they are written down. Q, dO, O, dQ: [B, Sq, H, D]; K, V, dK, dV:
+        [B, Sk, Hkv, D]; LSE: [B, H, Sq]."""
+        q = (self.batch, self.seq_q, self.num_heads, self.head_dim)
+        kv = (self.batch, self.seq_k, self.kv_heads, self.head_dim)
+        lse = (self.batch, self.num_heads, self.seq_q)
+        return {
+            "q": q,
+            "k": kv,
+            "v": kv,
+            "d_out": q,
+            "o": q,
+            "lse": lse,
+            "dq": q,
+            "dk": kv,
+            "dv": kv,
+        }
+
     # Element counts of each tensor.
     def q_elems(self) -> int:
-        return self.batch * self.seq_q * self.num_heads * self.head_dim
+        return math.prod(self.shapes()["q"])
 
     def kv_elems(self) -> int:
-        return self.batch * self.seq_k * self.kv_heads * self.head_dim
+        return math.prod(self.shapes()["k"])
 
     def rows(self) -> int:
-        return self.batch * self.num_heads * self.seq_q
+        return math.prod(self.shapes()["lse"])
 
     def mask_elems(self) -> int:
         return math.prod(self.mask_shape) if self.mask_shape is not None else 0

@@ -22,7 +22,7 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${apt_missing[@]}" >/dev/null
 fi
 
-# pyodide-build needs Python >= 3.12 (RUNTIMES.md); this machine kind keeps 3.13 under pyenv.
+# pyodide-build needs Python >= 3.12 (docs/runtimes.md); this machine kind keeps 3.13 under pyenv.
 find_python() {
   local c
   for c in "${HARNESS_PYTHON:-}" python3.13 python3.12 \

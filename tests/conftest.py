@@ -66,13 +66,12 @@ def draws(pytestconfig: pytest.Config) -> int:
 def harness_server() -> Iterator[str]:
     """The harness server on a free loopback port, with the wheel and lock built."""
     from py_harness.host.build_wheel import build
-    from py_harness.host.check import load_server_module
+    from py_harness.host.server import start_server, stop
 
     build(log=lambda _msg: None)
-    server_module = load_server_module()
-    server, base_url = server_module.start_server()
+    server, base_url = start_server()
     yield base_url
-    server_module.stop(server)
+    stop(server)
 
 
 @pytest.fixture(scope="session")

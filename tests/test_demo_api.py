@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import server
 from py_harness.config import AttentionConfig
+from py_harness.host import server
 from py_harness.host.cases import CASES, SMOKE, by_id
 from py_harness.host.evaluate import make_inputs
 from py_harness.host.verdict import OUTPUTS, judge_outputs, references

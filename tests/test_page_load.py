@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-import server
-from py_harness.host import build_wheel
+from py_harness.host import build_wheel, server
 
 pytestmark = pytest.mark.browser
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import server
+from py_harness.host import server
 
 SECRET = "TOP-SECRET-do-not-serve"
 

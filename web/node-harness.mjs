@@ -59,7 +59,7 @@ async function boot() {
   const loaded = await bootHarness(
     async (opts) => {
       const pyodide = await loadPyodide(opts);
-      // After loadPyodide (RUNTIMES: assigned before, Pyodide's start fails), and with a
+      // After loadPyodide (assigned before, Pyodide's start fails: docs/runtimes.md), and with a
       // userAgent, which Pyodide reads from navigator.
       Object.assign(globalThis, webgpu.globals);
       const version = JSON.parse(readFileSync(path("node_modules/webgpu/package.json"))).version;

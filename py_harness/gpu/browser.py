@@ -25,6 +25,7 @@ from .device import (
     ShaderCompileError,
     device_limits,
     layout_entries,
+    usage_flags,
 )
 
 _LIMITS = tuple(REQUIRED_LIMITS)
@@ -41,10 +42,7 @@ def _absent(value: Any) -> bool:
 
 
 def _usage(names: tuple[str, ...]) -> int:
-    flags = 0
-    for name in names:
-        flags |= getattr(js.GPUBufferUsage, name)
-    return flags
+    return usage_flags(names, js.GPUBufferUsage)
 
 
 class BrowserDevice(Device):

@@ -200,6 +200,15 @@ def device_limits(adapter_limits: dict[str, int]) -> dict[str, int]:
     return {name: adapter_limits[name] for name in REQUIRED_LIMITS}
 
 
+def usage_flags(names: tuple[str, ...], flags: Any) -> int:
+    """The OR of buffer-usage flags named as the spec names them ("STORAGE", "COPY_SRC"),
+    read from a backend's flag namespace (GPUBufferUsage, wgpu.BufferUsage)."""
+    value = 0
+    for name in names:
+        value |= getattr(flags, name)
+    return value
+
+
 def layout_entries(layout: Layout, compute_stage: int) -> list[dict]:
     """GPUBindGroupLayoutEntry dicts for buffer bindings visible to the compute stage."""
     return [

@@ -28,6 +28,7 @@ from .device import (
     ShaderCompileError,
     device_limits,
     layout_entries,
+    usage_flags,
 )
 
 # Implementation name -> (Python module, what the adapter line calls it).
@@ -77,7 +78,7 @@ class NativeDevice(Device):
         self._device = device
         self._lost: str | None = None
         # Reading this tiny buffer waits for the queue: wgpu-py 0.32's
-        # on_submitted_work_done_sync raises a cffi TypeError (RUNTIMES.md).
+        # on_submitted_work_done_sync raises a cffi TypeError (docs/runtimes.md).
         self._fence = device.create_buffer(size=4, usage=gpu.BufferUsage.COPY_SRC)
 
     def create_buffer(self, size: int, usage: tuple[str, ...], label: str) -> Buffer:
@@ -87,10 +88,7 @@ class NativeDevice(Device):
         return Buffer(handle, size, label)
 
     def _usage(self, names: tuple[str, ...]) -> int:
-        flags = 0
-        for name in names:
-            flags |= getattr(self._gpu.BufferUsage, name)
-        return flags
+        return usage_flags(names, self._gpu.BufferUsage)
 
     def write_buffer(self, buffer: Buffer, data: bytes) -> None:
         self._device.queue.write_buffer(buffer.handle, 0, data)

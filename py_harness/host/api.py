@@ -2,7 +2,7 @@
 
 server.py stays standard-library only and imports this module on the first /api/ request.
 Judging reuses verdict.judge_outputs (and, for the case matrix,
-evaluate.evaluate itself), so the page's verdicts are the harness's verdicts.
+evaluate.judge_case itself), so the page's verdicts are the harness's verdicts.
 
     GET  /api/info                 max body size, limits the kernels need, variants
     GET  /api/cases[?set=all][&variant=V&adapter=A]
@@ -37,7 +37,7 @@ from ..config import AttentionConfig, ConfigError, check_input_bytes, validate
 from ..gpu.device import REQUIRED_LIMITS
 from ..kernels import DEFAULT_VARIANT, VARIANTS
 from .cases import CASES, SMOKE, Case, by_id
-from .evaluate import evaluate, make_inputs
+from .evaluate import decode_outputs, judge_case, make_inputs
 from .limitations import Coverage, case_coverage, coverage
 from .report import outcome
 from .verdict import OUTPUTS, judge_outputs
@@ -61,7 +61,7 @@ def handle(
         "/api/cases": ("GET", lambda: cases(**_one_each(query, "set", "variant", "adapter"))),
         "/api/inputs": ("GET", lambda: inputs(parse_qs(query).get("case", [""])[0])),
         "/api/judge": ("POST", lambda: judge(_body(body))),
-        "/api/judge_case": ("POST", lambda: judge_case(_body(body))),
+        "/api/judge_case": ("POST", lambda: judge_matrix_case(_body(body))),
     }
     try:
         if path not in routes:
@@ -165,9 +165,9 @@ def judge(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def judge_case(request: dict[str, Any]) -> dict[str, Any]:
-    """A matrix case run in the page, judged by evaluate.evaluate itself (as pytest does):
-    the page's run_case reply stands in for the session's."""
+def judge_matrix_case(request: dict[str, Any]) -> dict[str, Any]:
+    """A matrix case run in the page, judged by evaluate.judge_case (as pytest judges it),
+    from the page's run_case reply and the case's own inputs."""
     case = _case(request["case"])
     reply = request["reply"]
     if not isinstance(reply, dict) or not isinstance(reply.get("outputs"), dict):
@@ -176,7 +176,9 @@ def judge_case(request: dict[str, Any]) -> dict[str, Any]:
     if variant not in VARIANTS:
         raise ConfigError("variant", f"unknown {variant!r}; known: {', '.join(VARIANTS)}")
     runtime = str(request.get("runtime", "browser"))
-    result = evaluate(case, _Replay(reply, runtime), variant=variant)
+    x = make_inputs(case)
+    reply = dict(reply, arrays=decode_outputs(case.config(), reply["outputs"]))
+    result = judge_case(case, x, reply, runtime=runtime, variant=variant)
     covered = case_coverage(variant, str(request.get("adapter", "")), case)
     out = result.to_json()
     out["status"] = outcome([result], covered).status
@@ -210,22 +212,6 @@ def _one_each(query: str, *names: str) -> dict[str, str]:
     return {n: v[0] for n, v in got.items()}
 
 
-class _Replay:
-    """A Session whose run_case answer is the one the page already got."""
-
-    def __init__(self, reply: dict[str, Any], runtime: str) -> None:
-        self._reply = reply
-        self.runtime = runtime
-
-    def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
-        if entry != "run_case":
-            raise ValueError(f"replay session only answers run_case, not {entry}")
-        return dict(self._reply)
-
-    def adapter_name(self) -> str:
-        return ""
-
-
 def _case(case_id: str) -> Case:
     try:
         return by_id(case_id)
@@ -234,20 +220,7 @@ def _case(case_id: str) -> Case:
 
 
 def _shapes(cfg: AttentionConfig) -> dict[str, tuple[int, ...]]:
-    q = (cfg.batch, cfg.seq_q, cfg.num_heads, cfg.head_dim)
-    kv = (cfg.batch, cfg.seq_k, cfg.kv_heads, cfg.head_dim)
-    return {
-        "q": q,
-        "k": kv,
-        "v": kv,
-        "d_out": q,
-        "mask": cfg.mask_shape or (0,),
-        "o": q,
-        "lse": (cfg.batch, cfg.num_heads, cfg.seq_q),
-        "dq": q,
-        "dk": kv,
-        "dv": kv,
-    }
+    return cfg.shapes() | {"mask": cfg.mask_shape or (0,)}
 
 
 def _decode(outputs: dict[str, str], shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:

@@ -45,10 +45,8 @@ def flops(cfg: AttentionConfig) -> tuple[float, float]:
 
 def make_inputs(cfg: AttentionConfig, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    b, h, hkv, s, d = cfg.batch, cfg.num_heads, cfg.kv_heads, cfg.seq_q, cfg.head_dim
-    q, do = (rng.standard_normal((b, s, h, d), dtype=np.float32) for _ in range(2))
-    k, v = (rng.standard_normal((b, cfg.seq_k, hkv, d), dtype=np.float32) for _ in range(2))
-    return {"q": q, "k": k, "v": v, "d_out": do}
+    shapes = cfg.shapes()
+    return {n: rng.standard_normal(shapes[n], dtype=np.float32) for n in ("q", "d_out", "k", "v")}
 
 
 # ---- WebGPU variants ---------------------------------------------------------------

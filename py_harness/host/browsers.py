@@ -7,7 +7,7 @@ import shutil
 from typing import Any
 
 CHROMIUM_PATH = os.environ.get("HARNESS_CHROMIUM", "/usr/bin/chromium")
-# RUNTIMES.md: WebGPU needs --enable-unsafe-webgpu; as root the sandbox must be off;
+# docs/runtimes.md: WebGPU needs --enable-unsafe-webgpu; as root the sandbox must be off;
 # the developer-features flag fills adapter.info.description; the rest keeps Chromium
 # off the network (this machine has none, and refused connections slow start-up).
 CHROMIUM_ARGS = (

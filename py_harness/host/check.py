@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 from ..kernels import DEFAULT_VARIANT, VARIANTS
 from .cases import Case, by_id, select
@@ -33,14 +31,6 @@ from .runtimes import RUNTIMES, parse_runtimes, runtime
 from .sessions import ROOT, SHADER_DIR, Session, shader_sources
 
 
-def load_server_module() -> ModuleType:
-    """server.py sits at the top of the repo, outside the package."""
-    spec = importlib.util.spec_from_file_location("harness_server", ROOT / "server.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @contextlib.contextmanager
 def open_session(name: str) -> Iterator[Session]:
     """Launch a runtime (and the server, for browsers) and open one harness session."""
@@ -51,9 +41,10 @@ def open_session(name: str) -> Iterator[Session]:
             from .build_wheel import build
 
             build(log=lambda _msg: None)
-            server_module = load_server_module()
-            server, base_url = server_module.start_server()
-            stack.callback(server_module.stop, server)
+            from .server import start_server, stop
+
+            server, base_url = start_server()
+            stack.callback(stop, server)
         handle = stack.enter_context(rt.launch())
         session = handle.new_session(base_url)
         stack.callback(handle.close_session, session)

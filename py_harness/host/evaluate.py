@@ -62,20 +62,8 @@ def make_inputs(case: Case, draw: int = 0) -> dict[str, np.ndarray]:
     cfg = case.config()
     key = zlib.crc32(case.id.encode())
     rng = np.random.default_rng(key if draw == 0 else (key, draw))
-    b, h, hkv, sq, sk, d = (
-        cfg.batch,
-        cfg.num_heads,
-        cfg.kv_heads,
-        cfg.seq_q,
-        cfg.seq_k,
-        cfg.head_dim,
-    )
-    x = {
-        "q": rng.standard_normal((b, sq, h, d), dtype=np.float32),
-        "k": rng.standard_normal((b, sk, hkv, d), dtype=np.float32),
-        "v": rng.standard_normal((b, sk, hkv, d), dtype=np.float32),
-        "d_out": rng.standard_normal((b, sq, h, d), dtype=np.float32),
-    }
+    shapes = cfg.shapes()
+    x = {n: rng.standard_normal(shapes[n], dtype=np.float32) for n in ("q", "k", "v", "d_out")}
     if case.large_logits:
         x["q"] *= np.float32(5)
         x["k"] *= np.float32(3)
@@ -128,19 +116,18 @@ def run_on(
         "variant": variant,
     }
     reply = session.call("run_case", request)
-    shapes = {
-        "o": x["q"].shape,
-        "lse": (cfg.batch, cfg.num_heads, cfg.seq_q),
-        "dq": x["q"].shape,
-        "dk": x["k"].shape,
-        "dv": x["v"].shape,
-    }
-    reply["arrays"] = {
-        n: np.frombuffer(base64.b64decode(reply["outputs"][n]), "<f4").reshape(shapes[n])
-        for n in OUTPUTS
-        if n in reply["outputs"]
-    }
+    reply["arrays"] = decode_outputs(cfg, reply["outputs"])
     return reply
+
+
+def decode_outputs(cfg: AttentionConfig, outputs: dict[str, str]) -> dict[str, np.ndarray]:
+    """run_case's outputs (base64 of f32 bytes) as arrays of their shapes (cfg.shapes())."""
+    shapes = cfg.shapes()
+    return {
+        n: np.frombuffer(base64.b64decode(outputs[n]), "<f4").reshape(shapes[n])
+        for n in OUTPUTS
+        if n in outputs
+    }
 
 
 def evaluate(
@@ -151,16 +138,31 @@ def evaluate(
     variant: str = DEFAULT_VARIANT,
     draw: int = 0,
 ) -> CaseResult:
-    """Run a case on input draw `draw` and judge O, LSE, dQ, dK, dV (verdict.py)."""
-    cfg = case.config()
+    """Run a case on input draw `draw` in a session and judge it (judge_case)."""
     x = make_inputs(case, draw)
     runs = 2 if case.repeat_backward else 1
-    reply = run_on(session, cfg, x, sources=sources, backward_runs=runs, variant=variant)
+    reply = run_on(session, case.config(), x, sources=sources, backward_runs=runs, variant=variant)
+    return judge_case(case, x, reply, runtime=session.runtime, variant=variant, draw=draw)
+
+
+def judge_case(
+    case: Case,
+    x: dict[str, np.ndarray],
+    reply: dict[str, Any],
+    *,
+    runtime: str,
+    variant: str = DEFAULT_VARIANT,
+    draw: int = 0,
+) -> CaseResult:
+    """Judge one run of a case from arrays, wherever it ran: O, LSE, dQ, dK, dV against the
+    rule (verdict.py), and the case's own checks. `x`: its inputs (make_inputs); `reply`:
+    run_case's reply with the outputs decoded into reply["arrays"] (decode_outputs)."""
+    cfg = case.config()
     got = reply["arrays"]
     reports, _ = judge_outputs(cfg, x, got, large_logits=case.large_logits)
     checks: dict[str, tuple[bool, str]] = {}
     if case.repeat_backward:
-        d = reply["backward_digests"]
+        d = reply.get("backward_digests", [])
         checks["bit-identical backward"] = (
             len(d) == 2 and d[0] == d[1],
             f"sha256 of dq|dk|dv over 2 runs: {[s[:12] for s in d]}",
@@ -176,11 +178,11 @@ def evaluate(
         )
     return CaseResult(
         case.id,
-        session.runtime,
+        runtime,
         variant,
         reports,
-        reply["timings_ms"],
-        reply["timing_source"],
+        reply.get("timings_ms", {}),
+        reply.get("timing_source", ""),
         checks,
         got,
         draw,

@@ -31,7 +31,7 @@ LAUNCH_TIMEOUT_S = 60.0
 # One case on lavapipe takes seconds; a hung GPU or page must still end the call.
 CALL_TIMEOUT_S = 300.0  # as BrowserSession's
 
-# WebGPU is off by default in ESR and its blocklist rejects CPU adapters (RUNTIMES.md).
+# WebGPU is off by default in ESR and its blocklist rejects CPU adapters (docs/runtimes.md).
 # The Remote Agent already applies its "recommended" test prefs; the rest keep Firefox off
 # the network (none here: failed lookups slow start-up) and keep our tab's timers (Pyodide's
 # event loop) unthrottled.

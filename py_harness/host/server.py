@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_ROUTES: dict[str, Path] = {
     "web": ROOT / "web",
     "shaders": ROOT / "shaders",
@@ -123,7 +123,7 @@ class HarnessHandler(BaseHTTPRequestHandler):
     def _api(self, method: str, body: bytes) -> None:
         path, _, query = self.path.partition("?")
         try:
-            from py_harness.host import api  # NumPy: only the demo's endpoints need it
+            from . import api  # NumPy: only the demo's endpoints need it
         except ImportError as exc:
             self._send_json(
                 HTTPStatus.SERVICE_UNAVAILABLE,
@@ -245,7 +245,7 @@ def stop(server: HarnessServer) -> None:
 
 def _ensure_built() -> bool:
     try:
-        from py_harness.host.build_wheel import build
+        from .build_wheel import build
     except Exception as exc:  # any import failure gets the same advice
         print(f"server: cannot import the wheel builder: {exc!r}", file=sys.stderr)
         return False

@@ -29,7 +29,7 @@ from typing import Any, TextIO
 from .sessions import ROOT, PageError, _AdapterName
 
 RS = "\x1e"
-# Chatter that says nothing about the run (RUNTIMES.md: both Dawn builds print it).
+# Chatter that says nothing about the run (docs/runtimes.md: both Dawn builds print it).
 NOISE = ("XDG_RUNTIME_DIR",)
 
 
