@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(session: Session, args: argparse.Namespace) -> int:
     from ..config import ConfigError, validate, validate_sizes
 
-    adapter = session.call("adapter", {})
+    adapter = session.adapter()
     info, limits = adapter["info"], adapter["limits"]
     timestamps = "timestamp-query" in adapter["features"]
     kind = _adapter_type(info)

@@ -22,6 +22,7 @@ from ..timing import TimingPlan
 from . import reference
 from .evaluate import encode_tensors, run_on
 from .sessions import SHADER_DIR, Session, shader_sources
+from .verdict import judge_outputs
 
 
 @dataclass
@@ -89,8 +90,6 @@ def verify_variant(
     session: Session, variant: Variant, cfg: AttentionConfig, x, shaders: Path = SHADER_DIR
 ) -> dict:
     """Judge one run against the float64 reference, as the test suite does."""
-    from .verdict import judge_outputs
-
     got = run_on(session, cfg, x, sources=shader_sources(shaders), variant=variant.name)["arrays"]
     reports, _ = judge_outputs(cfg, x, got)
     return {

@@ -102,7 +102,7 @@ def run_case(case: Case, session: Session, adapter: str, args: argparse.Namespac
 def run_runtime(name: str, cases: tuple[Case, ...], args: argparse.Namespace) -> list[Outcome]:
     outcomes = []
     with open_session(name) as session:
-        info = session.call("adapter", {})["info"]
+        info = session.adapter()["info"]
         args.adapters[name] = info
         adapter = session.adapter_name()
         print(f"# {name}: {adapter} ({info.get('backend', '')})", flush=True)

@@ -206,8 +206,12 @@ class Node:
     compiler = "tint"  # the WGSL compiler inside
     needs_server = False
 
+    @staticmethod
+    def binary() -> str:
+        return os.environ.get("HARNESS_NODE", "node")
+
     def missing(self) -> str | None:
-        node = os.environ.get("HARNESS_NODE", "node")
+        node = self.binary()
         if shutil.which(node) is None:
             return f"{node} not found: apt-get install nodejs (or set HARNESS_NODE)"
         for pkg in NODE_PACKAGES:
@@ -220,7 +224,7 @@ class Node:
         from .build_wheel import build
 
         build(log=lambda _msg: None)  # the wheel and lock that Pyodide installs from
-        command = [os.environ.get("HARNESS_NODE", "node"), str(NODE_HARNESS)]
+        command = [self.binary(), str(NODE_HARNESS)]
         yield _Workers(command, self.name, dawn_environment())
 
 
@@ -239,7 +243,7 @@ def float_path(session: Session) -> tuple[str, str]:
     name = session.adapter_name().lower()
     driver = next((d for d in _CPU_DRIVERS if d in name), "")
     if not driver:
-        device = str(session.call("adapter", {})["info"].get("device", "")) or name
+        device = str(session.adapter()["info"].get("device", "")) or name
         driver = re.sub(r"[^a-z0-9]", "", device.lower())
     return runtime(session.runtime).compiler, driver
 

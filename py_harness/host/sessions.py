@@ -37,16 +37,25 @@ class Session(Protocol):
 
     def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]: ...
 
+    def adapter(self) -> dict[str, Any]: ...
+
     def adapter_name(self) -> str: ...
 
 
 class _AdapterName:
+    _adapter: dict[str, Any] | None = None
     _adapter_name: str | None = None
 
+    def adapter(self) -> dict[str, Any]:
+        """The service's `adapter` reply (info, limits, features), asked for once."""
+        if self._adapter is None:
+            self._adapter = self.call("adapter", {})
+        return self._adapter
+
     def adapter_name(self) -> str:
-        """'vendor architecture device description' of the adapter, asked for once."""
+        """'vendor architecture device description' of the adapter."""
         if self._adapter_name is None:
-            info = self.call("adapter", {})["info"]
+            info = self.adapter()["info"]
             keys = ("vendor", "architecture", "device", "description")
             self._adapter_name = " ".join(str(info.get(k, "")) for k in keys if info.get(k))
         return self._adapter_name

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import json
 import queue
 import subprocess
@@ -55,7 +56,7 @@ class WorkerSession(_AdapterName):
         self._command = list(command)
         self._env = dict(env) if env is not None else None
         self._cwd = cwd
-        self._ids = iter(range(1, 1 << 62))
+        self._ids = itertools.count(1)
         self._proc: subprocess.Popen[str] | None = None
         self._open()
 
