@@ -3,7 +3,7 @@ options). The server itself is py_harness/host/server.py."""
 
 import sys
 
-from py_harness.host.server import main
+from py_harness.host.serving.server import main
 
 if __name__ == "__main__":
     sys.exit(main())

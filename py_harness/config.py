@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 MAX_HEAD_DIM = 128  # the kernels keep a row in array<vec4<f32>, 32> registers
@@ -23,6 +24,7 @@ class ConfigError(ValueError):
     def __init__(self, argument: str, message: str) -> None:
         super().__init__(f"{argument}: {message}")
         self.argument = argument
+        self.detail = message  # the message without the argument (to re-raise it nested)
 
 
 @dataclass(frozen=True)
@@ -172,8 +174,72 @@ def _validate_mask_shape(cfg: AttentionConfig) -> None:
 
 def whole_vec4s(floats: int) -> int:
     """floats rounded up to a multiple of 4: buffers and scratch parts the kernels may read
-    as vec4s (gpu.Device.create_buffer_with_data rounds input buffers to 16 bytes)."""
+    as vec4s."""
     return -(-floats // 4) * 4
+
+
+# ---- buffers, by the role a kernel binds them in ------------------------------------------
+# The host sends HOST_INPUTS and reads back OUTPUTS, always as these separate tensors
+# (cfg.shapes()). A variant may bind a packed role instead of its parts: the runner builds
+# a packed input from its parts and splits a packed gradient back into its parts (packing.py
+# has the layouts). params is the uniform struct (params.py); stats the backward's scratch.
+HOST_INPUTS = ("q", "k", "v", "d_out", "mask")
+OUTPUTS = ("o", "lse", "dq", "dk", "dv")
+PACKED: dict[str, tuple[str, ...]] = {
+    "kv": ("k", "v"),  # [B, Sk, Hkv, 2, D]
+    "qkv": ("q", "k", "v"),  # [B, S, 3, H, D]: needs seq_q == seq_k and num_kv_heads == H
+    "dkv": ("dk", "dv"),
+    "dqkv": ("dq", "dk", "dv"),
+}
+ROLES = (*HOST_INPUTS, "kv", "qkv", "params", *OUTPUTS, "dkv", "dqkv", "stats")
+# The argument a too-large buffer is refused under: the tensors whose shape sets its size
+# (the demo page maps these names to its form fields).
+_SIZE_ARGUMENT = {
+    "q": "q / d_out",
+    "d_out": "q / d_out",
+    "o": "q / d_out",
+    "dq": "q / d_out",
+    "k": "k / v",
+    "v": "k / v",
+    "dk": "k / v",
+    "dv": "k / v",
+}
+# What validate_sizes checks when no variant says which roles it binds (every buffer of
+# the seed's shape is one of these sizes or smaller).
+DEFAULT_SIZE_ROLES = ("q", "d_out", "k", "v", "stats", "mask")
+
+
+def scratch_elems(cfg: AttentionConfig, slots: int) -> int:
+    """Floats of the "stats" scratch: [Delta, LSE] per query row, then `slots` partial sums
+    of dQ, each part rounded up to whole vec4s (the fast kernels read and add vec4s)."""
+    return whole_vec4s(2 * cfg.rows()) + slots * whole_vec4s(cfg.rows() * cfg.head_dim)
+
+
+def buffer_sizes(
+    cfg: AttentionConfig, roles: Iterable[str] = DEFAULT_SIZE_ROLES, slots: int = 0
+) -> dict[str, int]:
+    """Floats each role's buffer holds: a tensor its elements (cfg.shapes(); the mask's, 0
+    when there is none), a packed role the sum of its parts, stats the scratch with `slots`
+    partial dQ sums. The one place buffer sizes are computed: the checks below, the runner's
+    buffers (allocated as buffer_bytes) and its read-backs use it. params is skipped: a
+    uniform, sized by its struct (params.params_size)."""
+    floats = {name: math.prod(shape) for name, shape in cfg.shapes().items()}
+    floats["mask"] = cfg.mask_elems()
+    floats["stats"] = scratch_elems(cfg, slots)
+    for packed, parts in PACKED.items():
+        floats[packed] = sum(floats[p] for p in parts)
+    unknown = [r for r in roles if r not in floats and r != "params"]
+    if unknown:
+        raise KeyError(f"buffer roles: unknown {unknown}; known: {', '.join(ROLES)}")
+    return {r: floats[r] for r in roles if r != "params"}
+
+
+def buffer_bytes(floats: int) -> int:
+    """Bytes of the buffer that holds `floats`: whole vec4s, since kernels may read any
+    buffer as array<vec4<f32>> (whose length is the binding's size in whole vec4s, so a
+    shorter buffer hides its last floats), and at least one vec4, since a zero-size binding
+    is invalid (an absent mask binds a placeholder)."""
+    return max(4, whole_vec4s(floats)) * F32_BYTES
 
 
 def binding_cap(limits: dict[str, int]) -> int:
@@ -181,20 +247,20 @@ def binding_cap(limits: dict[str, int]) -> int:
     return min(limits["maxStorageBufferBindingSize"], limits["maxBufferSize"])
 
 
-def validate_sizes(cfg: AttentionConfig, limits: dict[str, int]) -> None:
-    """Refuse buffers over the device's limits (byte sizes against maxStorageBufferBindingSize)."""
+def validate_sizes(
+    cfg: AttentionConfig,
+    limits: dict[str, int],
+    roles: Iterable[str] = DEFAULT_SIZE_ROLES,
+    slots: int = 0,
+) -> None:
+    """Refuse buffers over the device's limits (maxStorageBufferBindingSize / maxBufferSize):
+    those of `roles` (a variant's: Variant.storage_roles) with `slots` partial dQ sums."""
     cap = binding_cap(limits)
-    sizes = {
-        "q / d_out": cfg.q_elems(),
-        "k / v": cfg.kv_elems(),
-        "stats": cfg.rows() * 2,
-        "mask": cfg.mask_elems(),
-    }
-    for name, elems in sizes.items():
-        nbytes = whole_vec4s(elems) * F32_BYTES
+    for role, floats in buffer_sizes(cfg, roles, slots).items():
+        nbytes = whole_vec4s(floats) * F32_BYTES
         if nbytes > cap:
             raise ConfigError(
-                name,
+                _SIZE_ARGUMENT.get(role, role),
                 f"needs a {nbytes}-byte buffer, over the device limit of {cap} bytes "
                 "(maxStorageBufferBindingSize / maxBufferSize)",
             )
@@ -202,14 +268,7 @@ def validate_sizes(cfg: AttentionConfig, limits: dict[str, int]) -> None:
 
 def check_input_bytes(cfg: AttentionConfig, tensors: dict[str, bytes]) -> None:
     """Each tensor must be exactly the f32 byte length its shape asks for."""
-    want = {
-        "q": cfg.q_elems(),
-        "k": cfg.kv_elems(),
-        "v": cfg.kv_elems(),
-        "d_out": cfg.q_elems(),
-        "mask": cfg.mask_elems(),
-    }
-    for name, elems in want.items():
+    for name, elems in buffer_sizes(cfg, HOST_INPUTS).items():
         data = tensors.get(name)
         if data is None:
             if elems and name != "d_out":

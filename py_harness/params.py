@@ -1,16 +1,19 @@
-"""Packs the kernels' uniform params struct (FlashParams / FlashBwdParams, same layout).
+"""Packs the kernels' uniform params struct, in the field order a variant declares.
 
-The field list below is the single host-side copy of the WGSL struct; tests parse
-both shaders and check every name and offset against it.
+PARAM_FIELDS is the built-in kernels' struct (FlashParams / FlashBwdParams, one layout) and
+the vocabulary a variant's own layout (Variant.params) draws from; `_padN` names padding.
+tests/test_params.py parses the built-in shaders and checks every name and offset against
+it; host/variant_file.py checks a variant file's layout against its WGSL struct.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 
-from .config import AttentionConfig
+from .config import AttentionConfig, ConfigError
 
-# (name, struct code) in WGSL declaration order; every field is 4 bytes.
+# (name, struct code) in WGSL declaration order; every field is 4 bytes ("I": u32, "f": f32).
 PARAM_FIELDS: tuple[tuple[str, str], ...] = (
     ("batch_size", "I"),
     ("num_heads", "I"),
@@ -33,13 +36,52 @@ PARAM_FIELDS: tuple[tuple[str, str], ...] = (
     ("_pad1", "I"),
     ("_pad2", "I"),
 )
-PARAMS_FORMAT = "<" + "".join(code for _, code in PARAM_FIELDS)
-PARAMS_SIZE = struct.calcsize(PARAMS_FORMAT)  # 80: a multiple of 16, as uniforms need
+DEFAULT_PARAMS: tuple[str, ...] = tuple(name for name, _ in PARAM_FIELDS)
+# The fields a layout may name (padding aside), with their WGSL types.
+KNOWN_PARAMS: dict[str, str] = {n: c for n, c in PARAM_FIELDS if not n.startswith("_pad")}
+WGSL_TYPE = {"I": "u32", "f": "f32"}
+_PAD = re.compile(r"_pad\d+")
 
 
-def field_offsets() -> dict[str, int]:
+def check_layout(layout: tuple[str, ...]) -> None:
+    """Refuse a layout naming a field the harness cannot fill, or one field twice."""
+    if not isinstance(layout, tuple) or not all(isinstance(f, str) for f in layout):
+        raise ConfigError("params", f"must be a list of field names, got {layout!r}")
+    for name in layout:
+        if name not in KNOWN_PARAMS and not _PAD.fullmatch(name):
+            raise ConfigError(
+                "params",
+                f"unknown field {name!r}; known: {', '.join(KNOWN_PARAMS)} "
+                "(and _pad0, _pad1, ... for padding)",
+            )
+    twice = sorted({f for f in layout if layout.count(f) > 1})
+    if twice:
+        raise ConfigError("params", f"names {twice} more than once")
+
+
+def field_code(name: str) -> str:
+    """The struct code of a field: its type ("I" u32 or "f" f32); padding is u32."""
+    return KNOWN_PARAMS.get(name, "I")
+
+
+def params_format(layout: tuple[str, ...] = DEFAULT_PARAMS) -> str:
+    """struct format of the layout, padded with zero words to a multiple of 16 bytes (a
+    uniform buffer's size must be one; the WGSL struct itself may end earlier)."""
+    pad = -len(layout) % 4
+    return "<" + "".join(field_code(name) for name in layout) + "I" * pad
+
+
+def params_size(layout: tuple[str, ...] = DEFAULT_PARAMS) -> int:
+    return struct.calcsize(params_format(layout))
+
+
+PARAMS_FORMAT = params_format()
+PARAMS_SIZE = params_size()  # 80: a multiple of 16, as uniforms need
+
+
+def field_offsets(layout: tuple[str, ...] = DEFAULT_PARAMS) -> dict[str, int]:
     """Byte offset of each field, as the host packs it."""
-    return {name: 4 * i for i, (name, _) in enumerate(PARAM_FIELDS)}
+    return {name: 4 * i for i, name in enumerate(layout)}
 
 
 def param_values(cfg: AttentionConfig) -> dict[str, int | float]:
@@ -62,12 +104,11 @@ def param_values(cfg: AttentionConfig) -> dict[str, int | float]:
         "mask_stride_q": sq,
         "mask_stride_k": sk,
         "window": cfg.window,
-        "_pad0": 0,
-        "_pad1": 0,
-        "_pad2": 0,
     }
 
 
-def pack_params(cfg: AttentionConfig) -> bytes:
+def pack_params(cfg: AttentionConfig, layout: tuple[str, ...] = DEFAULT_PARAMS) -> bytes:
+    check_layout(layout)
     values = param_values(cfg)
-    return struct.pack(PARAMS_FORMAT, *(values[name] for name, _ in PARAM_FIELDS))
+    words = [values.get(name, 0) for name in layout]  # padding: 0
+    return struct.pack(params_format(layout), *words, *[0] * (-len(layout) % 4))

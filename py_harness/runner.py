@@ -6,20 +6,25 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 
-from . import shaders
+from . import packing, shaders
 from .config import (
+    HOST_INPUTS,
+    PACKED,
     AttentionConfig,
     ConfigError,
     binding_cap,
+    buffer_bytes,
+    buffer_sizes,
     check_input_bytes,
     validate,
     validate_sizes,
 )
 from .gpu.device import Buffer, ComputePass, Device, Pipeline
-from .kernels import SEED, Kernel, Variant, scratch_elems
+from .kernels import SEED, Kernel, Variant
 from .params import pack_params
 
 GRADIENTS = ("dq", "dk", "dv")
+PACKED_INPUTS = ("kv", "qkv")  # built from the host's tensors (packing.py)
 
 
 @dataclass
@@ -76,7 +81,13 @@ class AttentionRunner:
         """tensors: q, k, v (and d_out for backward, mask when cfg.mask_shape) as f32 bytes."""
         # All checks come before any GPU work: bad input loses nothing.
         validate(cfg)
-        validate_sizes(cfg, self.device.limits)  # first: a too-large case needs no tensors
+        refusal = self.variant.refusal(cfg)
+        if refusal:
+            raise ConfigError("variant", refusal)
+        # Only the head_dim specialisation this run dispatches (JIT compilers are slow).
+        chosen = self.variant.for_head_dim(cfg.head_dim)
+        # before the tensors are looked at: a too-large case needs none
+        validate_sizes(cfg, self.device.limits, chosen.storage_roles)
         check_input_bytes(cfg, tensors)
         if backward and "d_out" not in tensors:
             check_input_bytes(cfg, {**tensors, "d_out": b""})
@@ -84,25 +95,23 @@ class AttentionRunner:
         if not 1 <= backward_runs <= 16:
             raise ValueError(f"backward_runs: must be in [1, 16], got {backward_runs}")
 
-        # Only the head_dim specialisation this run dispatches (JIT compilers are slow).
-        chosen = self.variant.for_head_dim(cfg.head_dim)
         slots = chosen.dq_slots(cfg, binding_cap(self.device.limits))
         timings = {"compile_ms": await self.prepare((chosen.forward, *chosen.backward))}
         dev = self.device
         bufs: dict[str, Buffer] = {}
         try:
             dev.push_error_scopes()
-            bufs = create_buffers(dev, cfg, tensors, slots)
+            bufs = create_buffers(dev, cfg, tensors, slots, chosen)
             await dev.pop_error_scopes("buffers")
 
             fwd_ms = await self._dispatch(cfg, (chosen.forward,), bufs, slots)
             timings["forward_ms"] = fwd_ms
-            outputs = {n: await dev.read_buffer(bufs[n]) for n in ("o", "lse")}
+            outputs = await read_outputs(dev, cfg, bufs, ("o", "lse"))
             digests: list[str] = []
             if backward:
                 for run in range(backward_runs):
                     ms = await self._dispatch(cfg, chosen.backward, bufs, slots)
-                    grads = {n: await dev.read_buffer(bufs[n]) for n in GRADIENTS}
+                    grads = await read_outputs(dev, cfg, bufs, GRADIENTS)
                     digests.append(_digest(grads))
                     if run == 0:
                         timings["backward_ms"] = ms
@@ -128,7 +137,7 @@ class AttentionRunner:
     async def passes(
         self, cfg: AttentionConfig, kernels: tuple[Kernel, ...], bufs: dict[str, Buffer], slots: int
     ) -> list[ComputePass]:
-        """One compute pass per kernel, bound to the runner's buffers (output_sizes)."""
+        """One compute pass per kernel, bound to the runner's buffers (create_buffers)."""
         out = []
         for kernel in kernels:
             pipeline = await self.pipeline(kernel)
@@ -140,18 +149,34 @@ class AttentionRunner:
 
 
 def create_buffers(
-    dev: Device, cfg: AttentionConfig, tensors: dict[str, bytes], slots: int
+    dev: Device,
+    cfg: AttentionConfig,
+    tensors: dict[str, bytes],
+    slots: int,
+    variant: Variant = SEED,
 ) -> dict[str, Buffer]:
-    """The buffers the kernels bind (kernels.BUFFERS): the inputs uploaded (an absent one,
-    e.g. no mask, as a placeholder), params, and the outputs sized by output_sizes. On an
-    error the buffers made so far are destroyed."""
+    """The buffers the variant's kernels bind, by role, sized by config.buffer_sizes: the
+    inputs uploaded (packed ones built from their parts; an absent one, e.g. no mask, as a
+    placeholder), params packed in the variant's layout, the outputs and scratch empty.
+    On an error the buffers made so far are destroyed."""
+    sizes = buffer_sizes(cfg, variant.storage_roles, slots)
     bufs: dict[str, Buffer] = {}
     try:
-        for name in ("q", "k", "v", "d_out", "mask"):
-            bufs[name] = dev.create_buffer_with_data(tensors.get(name, b""), ("STORAGE",), name)
-        bufs["params"] = dev.create_buffer_with_data(pack_params(cfg), ("UNIFORM",), "params")
-        for name, elems in output_sizes(cfg, slots).items():
-            bufs[name] = dev.create_buffer(4 * elems, ("STORAGE", "COPY_SRC"), name)
+        for role, floats in sizes.items():
+            if role in PACKED_INPUTS:
+                data = packing.pack(cfg, role, tensors)
+            elif role in HOST_INPUTS:
+                data = tensors.get(role, b"")  # absent: d_out for a forward alone, no mask
+            else:  # written by the kernels: outputs and the scratch
+                bufs[role] = dev.create_buffer(buffer_bytes(floats), ("STORAGE", "COPY_SRC"), role)
+                continue
+            usage = ("STORAGE", "COPY_DST")
+            bufs[role] = dev.create_buffer(buffer_bytes(floats if data else 0), usage, role)
+            if data:
+                dev.write_buffer(bufs[role], data)
+        if variant.binds("params"):
+            params = pack_params(cfg, variant.params)
+            bufs["params"] = dev.create_buffer_with_data(params, ("UNIFORM",), "params")
     except BaseException:
         for buf in bufs.values():
             dev.destroy_buffer(buf)
@@ -159,16 +184,20 @@ def create_buffers(
     return bufs
 
 
-def output_sizes(cfg: AttentionConfig, slots: int) -> dict[str, int]:
-    """Floats of each buffer the kernels write (slots: the variant's dQ partial sums)."""
-    return {
-        "o": cfg.q_elems(),
-        "lse": cfg.rows(),
-        "dq": cfg.q_elems(),
-        "dk": cfg.kv_elems(),
-        "dv": cfg.kv_elems(),
-        "stats": scratch_elems(cfg, slots),
-    }
+async def read_outputs(
+    dev: Device, cfg: AttentionConfig, bufs: dict[str, Buffer], names: tuple[str, ...]
+) -> dict[str, bytes]:
+    """The named outputs' bytes (each exactly its tensor's floats: buffers are allocated in
+    whole vec4s), split out of a packed gradient where the variant binds one."""
+    out: dict[str, bytes] = {}
+    for role, buf in bufs.items():
+        wanted = [n for n in PACKED.get(role, (role,)) if n in names]
+        if wanted:
+            floats = buffer_sizes(cfg, (role,))[role]
+            data = (await dev.read_buffer(buf))[: 4 * floats]
+            parts = packing.unpack(cfg, role, data) if role in PACKED else {role: data}
+            out.update((n, parts[n]) for n in wanted)
+    return {n: out[n] for n in names}  # Variant's checks: each is bound, whole or packed
 
 
 def _digest(grads: dict[str, bytes]) -> str:

@@ -16,12 +16,12 @@ from collections.abc import Awaitable, Callable
 from . import probes
 from .config import AttentionConfig, ConfigError, validate, validate_sizes
 from .gpu.device import Device
-from .kernels import DEFAULT_VARIANT, VARIANTS, variant
+from .kernels import DEFAULT_VARIANT, VARIANTS, Variant, variant
 from .runner import AttentionRunner
 from .timing import TimingPlan, time_variant
 
 # The service's entries: each takes and returns a JSON string. The page (page.py) and the
-# native worker (host/native_worker.py) expose these and nothing else.
+# native worker (host/runtimes/native_worker.py) expose these and nothing else.
 ENTRIES = (
     "ping",
     "adapter",
@@ -56,7 +56,7 @@ class HarnessService:
     async def _runner(self, request: dict) -> AttentionRunner:
         """The runner for the request's variant, with WGSL from the request (the host sends
         the files it has) or else the served files (fetched once)."""
-        chosen = variant(request.get("variant", DEFAULT_VARIANT))
+        chosen = request_variant(request.get("variant", DEFAULT_VARIANT))
         sources = request.get("sources")
         if not sources:
             for f in chosen.files:
@@ -105,7 +105,7 @@ class HarnessService:
 
     async def run_case(self, request_json: str) -> str:
         """request: {config, tensors: {name: base64}, variant?, sources?, backward?,
-        backward_runs?}."""
+        backward_runs?}. variant: a built-in's name, or a declaration (request_variant)."""
         t0 = time.perf_counter()
         request, cfg, tensors = _case_request(request_json)
         runner = await self._runner(request)
@@ -146,6 +146,18 @@ class HarnessService:
         if self._device is not None:
             self._device.destroy()
         return json.dumps({"destroyed": self._device is not None})
+
+
+def request_variant(spec: object) -> Variant:
+    """A request's `variant`: a built-in's name, or a declaration (Variant.to_dict's form,
+    e.g. from a variant file) whose WGSL the request's `sources` carry."""
+    if isinstance(spec, str):
+        return variant(spec)
+    if isinstance(spec, dict):
+        return Variant.from_dict(spec)
+    raise ConfigError(
+        "variant", f"must be a variant's name or its declaration (a dict), got {spec!r}"
+    )
 
 
 def _case_request(request_json: str) -> tuple[dict, AttentionConfig, dict[str, bytes]]:

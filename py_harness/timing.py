@@ -68,7 +68,7 @@ async def time_variant(
     dev = runner.device
     chosen = runner.variant.for_head_dim(cfg.head_dim)
     slots = chosen.dq_slots(cfg, binding_cap(dev.limits))
-    bufs = create_buffers(dev, cfg, tensors, slots)
+    bufs = create_buffers(dev, cfg, tensors, slots, chosen)
     try:
         fwd = await time_passes(dev, await runner.passes(cfg, (chosen.forward,), bufs, slots), plan)
         bwd = await time_passes(dev, await runner.passes(cfg, chosen.backward, bufs, slots), plan)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 
-from py_harness.host import compare
-from py_harness.host.cases import by_id
-from py_harness.host.check import open_session
-from py_harness.host.evaluate import make_inputs, run_on
-from py_harness.host.verdict import OUTPUTS, baselines, references
+from py_harness.host.engine import open_session
+from py_harness.host.judge import compare
+from py_harness.host.judge.cases import by_id
+from py_harness.host.judge.inputs import make_inputs
+from py_harness.host.judge.verdict import OUTPUTS, baselines, references
+from py_harness.host.wire import run_on
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ class NoGPUWorkDevice(Device):
         raise AssertionError("GPU work was done for bad input")
 
     create_buffer = write_buffer = destroy_buffer = create_bind_group = destroy = _gpu_work
+    _timestamp_queries = _encoder = _encode_pass = _resolve_queries = _gpu_work
 
     async def read_buffer(self, buffer):  # noqa: ANN001
         self._gpu_work()
@@ -33,5 +34,5 @@ class NoGPUWorkDevice(Device):
     async def _create_pipeline(self, module, entry_point, layout):  # noqa: ANN001
         self._gpu_work()
 
-    async def run_passes(self, passes):  # noqa: ANN001
+    async def _submit_and_wait(self, encoder):  # noqa: ANN001
         self._gpu_work()

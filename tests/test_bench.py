@@ -13,11 +13,11 @@ import pytest
 
 from py_harness.config import AttentionConfig
 from py_harness.gpu.device import pass_times_ms
-from py_harness.host.ablate import ABLATIONS, ablated_sources
-from py_harness.host.bench_impls import flops
-from py_harness.host.bench_plot import write_svg
-from py_harness.host.runtimes import runtime
-from py_harness.host.sessions import shader_sources
+from py_harness.host.paths import shader_sources
+from py_harness.host.runtimes.registry import runtime
+from py_harness.host.tools.ablate import ABLATIONS, ablated_sources
+from py_harness.host.tools.bench_impls import flops
+from py_harness.host.tools.bench_plot import write_svg
 from py_harness.kernels import VARIANTS
 from tests.fakes import own_thread
 
@@ -48,7 +48,7 @@ def test_svg_has_a_line_per_implementation_and_panel(tmp_path: Path) -> None:
 
 def test_bench_imports_neither_pytest_nor_playwright() -> None:
     code = (
-        "import sys, py_harness.__main__, py_harness.host.bench; "
+        "import sys, py_harness.__main__, py_harness.host.tools.bench; "
         "bad = [m for m in ('pytest', 'playwright', 'torch') if m in sys.modules]; "
         "sys.exit(str(bad) if bad else 0)"
     )
@@ -77,7 +77,7 @@ def test_tiny_bench_writes_table_json_and_plot(
     why = runtime(name).missing()
     if why:
         pytest.skip(why)
-    from py_harness.host.bench import main
+    from py_harness.host.tools.bench import main
 
     out_json, out_svg = tmp_path / "b.json", tmp_path / "b.svg"
     argv = ["--seq", "17,40", "--head-dim", "16", "--heads", "2", "--runs", "1"]

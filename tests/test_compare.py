@@ -1,4 +1,4 @@
-"""FlashAttention's acceptance rule (py_harness/host/compare.py) on synthetic kernel results."""
+"""FlashAttention's acceptance rule (host/judge/compare.py) on synthetic kernel results."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from py_harness.host.compare import ATOL_FLOOR, FACTORS, judge
-from py_harness.host.reference import attention_bwd_ref, attention_ref
+from py_harness.host.judge.compare import ATOL_FLOOR, FACTORS, judge
+from py_harness.host.judge.reference import attention_bwd_ref, attention_ref
 
 pytestmark = pytest.mark.filterwarnings("error")
 NAMES = ("o", "lse", "dq", "dk", "dv")

@@ -9,8 +9,9 @@ import pytest
 
 from py_harness.config import AttentionConfig, ConfigError, validate, validate_sizes
 from py_harness.gpu.device import NoAdapterError
-from py_harness.host.cases import CONTROL
-from py_harness.host.evaluate import make_inputs, run_on
+from py_harness.host.judge.cases import CONTROL
+from py_harness.host.judge.inputs import make_inputs
+from py_harness.host.wire import run_on
 from py_harness.runner import AttentionRunner
 from tests.fakes import NoGPUWorkDevice, own_thread
 

@@ -1,4 +1,4 @@
-"""server.py's /api/ endpoints (py_harness/host/api.py) without a browser: judging agrees
+"""server.py's /api/ endpoints (py_harness/host/serving/api.py) without a browser: judging agrees
 with verdict.judge_outputs / evaluate.evaluate, bad requests get clear errors, big bodies a 413."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from py_harness.config import AttentionConfig
-from py_harness.host import server
-from py_harness.host.cases import CASES, SMOKE, by_id
-from py_harness.host.evaluate import make_inputs
-from py_harness.host.verdict import OUTPUTS, judge_outputs, references
+from py_harness.host.judge.cases import CASES, SMOKE, by_id
+from py_harness.host.judge.inputs import make_inputs
+from py_harness.host.judge.verdict import OUTPUTS, judge_outputs, references
+from py_harness.host.serving import server
 
 SMALL_LIMIT = 4096
 

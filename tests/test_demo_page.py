@@ -22,16 +22,16 @@ import numpy as np
 import pytest
 
 from py_harness.config import AttentionConfig, ConfigError, validate
-from py_harness.host.cases import SMOKE
-from py_harness.host.dropout import dropout_multiplier
-from py_harness.host.evaluate import run_on
-from py_harness.host.limitations import coverage
-from py_harness.host.sessions import ROOT
-from py_harness.host.verdict import OUTPUTS, judge_outputs
+from py_harness.host.judge.cases import SMOKE
+from py_harness.host.judge.dropout import dropout_multiplier
+from py_harness.host.judge.limitations import coverage
+from py_harness.host.judge.verdict import OUTPUTS, judge_outputs
+from py_harness.host.paths import output_dir
+from py_harness.host.wire import run_on
 
 pytestmark = pytest.mark.browser
 
-RESULTS = ROOT / "test-results"
+RESULTS = output_dir().parent / "test-results"
 LOAD_TIMEOUT_MS = 120_000  # Pyodide start + SwiftShader pipeline compiles on 2 busy cores
 
 

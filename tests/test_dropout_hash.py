@@ -1,4 +1,4 @@
-"""The NumPy dropout hash (py_harness/host/dropout.py) against a scalar model of the WGSL.
+"""The NumPy dropout hash (py_harness/host/judge/dropout.py) against a scalar model of the WGSL.
 
 Golden values were computed once by the same functions written in C (uint32_t
 arithmetic, float for the f32 steps, gcc on x86-64) and pasted here.
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from py_harness.host.dropout import (
+from py_harness.host.judge.dropout import (
     dropout_bits,
     dropout_multiplier,
     dropout_uniform,

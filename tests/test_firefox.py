@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from py_harness.host import firefox
-from py_harness.host.firefox import FirefoxSession
-from py_harness.host.runtimes import Launched, parse_runtimes, runtime
-from py_harness.host.sessions import PageError
+from py_harness.host.runtimes import firefox
+from py_harness.host.runtimes.firefox import FirefoxSession
+from py_harness.host.runtimes.registry import Launched, runtime
+from py_harness.host.runtimes.sessions import PageError
 
 
 def test_missing_firefox_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -21,7 +21,7 @@ def test_missing_firefox_says_how_to_install(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.fixture(scope="module")
 def ff(request: pytest.FixtureRequest, launched: dict[str, Launched]) -> Iterator[FirefoxSession]:
-    if "firefox" not in parse_runtimes(request.config.getoption("--runtime")):
+    if "firefox" not in request.config.harness_runtimes:
         pytest.skip("firefox not selected by --runtime")
     reason = runtime("firefox").missing()
     if reason:

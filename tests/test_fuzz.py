@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from py_harness.config import AttentionConfig, ConfigError, validate
-from py_harness.host.cases import MASK_KINDS, Case
-from py_harness.host.evaluate import evaluate
-from py_harness.host.limitations import case_coverage
-from py_harness.host.sessions import Session
+from py_harness.host.engine import evaluate
+from py_harness.host.judge.cases import MASK_KINDS, Case
+from py_harness.host.judge.limitations import case_coverage
+from py_harness.host.runtimes.sessions import Session
 
 ARGUMENTS = set(AttentionConfig.__dataclass_fields__) | {"mask", "batch * num_heads"}
 anything = st.one_of(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from py_harness.host.cases import CONTROL
-from py_harness.host.evaluate import make_inputs, run_on
-from py_harness.host.sessions import PageError, Session, shader_sources
+from py_harness.host.judge.cases import CONTROL
+from py_harness.host.judge.inputs import make_inputs
+from py_harness.host.paths import shader_sources
+from py_harness.host.runtimes.sessions import PageError, Session
+from py_harness.host.wire import run_on
 from py_harness.shaders import BACKWARD_FILE, FORWARD_FILE
 
 pytestmark = pytest.mark.browser

@@ -1,37 +1,29 @@
-"""The case matrix on each runtime: O, LSE, dQ, dK, dV judged against float64 NumPy.
+"""The case matrix on each runtime: O, LSE, dQ, dK, dV judged against float64 NumPy, through
+the harness's pytest plugin exactly as a project with its own kernels uses it.
 
 One test per case, variant and runtime, e.g.
 `test_case[chromium-seed-d59-sq113-sk203-gqa6x2-causal]`. `-m smoke` runs the fast subset;
 `--variant` and `--runtime` choose what is judged; `--draws N` judges each case on N input
-draws; `--long` adds the GPU-sized cases. A case that a declared driver limitation covers
-is skipped as unsupported on that driver; one that a declared kernel flaw covers is an
-expected failure when it fails (py_harness/host/limitations.py).
+draws; `--long` adds the GPU-sized cases. What a declared driver limitation covers is
+skipped as unsupported; a declared kernel flaw's failure is an expected failure
+(py_harness/host/judge/limitations.py); a stale declaration fails test_limitation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from py_harness.host.cases import CASES, Case
-from py_harness.host.evaluate import evaluate
-from py_harness.host.limitations import case_coverage
-from py_harness.host.report import outcome
-from py_harness.host.sessions import Session
+from py_harness.host.judge.cases import Case
+from py_harness.host.judge.limitations import Limitation
 
 pytestmark = pytest.mark.browser
 
 
-def _marks(case: Case) -> list[pytest.MarkDecorator]:
-    return [m for m, on in ((pytest.mark.smoke, case.smoke), (pytest.mark.long, case.long)) if on]
+def test_case(run_case: Callable[[Case], object], matrix_case: Case) -> None:
+    run_case(matrix_case)
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=_marks(c)) for c in CASES])
-def test_case(harness: Session, variant: str, case: Case, draws: int) -> None:
-    covered = case_coverage(variant, harness.adapter_name(), case)
-    if covered is not None and covered.status == "unsupported":
-        pytest.skip(str(covered))
-    results = [evaluate(case, harness, variant=variant, draw=d) for d in range(draws)]
-    o = outcome(results, covered)
-    if o.status == "known":
-        pytest.xfail(o.detail)
-    assert o.status == "pass", f"{case.id} ({variant}) on {harness.runtime}:\n{o.detail}"
+def test_limitation(check_limitation: Callable[[Limitation], None], limitation: Limitation) -> None:
+    check_limitation(limitation)

@@ -1,4 +1,4 @@
-"""Known limitations declared by cause (py_harness/host/limitations.py).
+"""Known limitations declared by cause (py_harness/host/judge/limitations.py).
 
 The rules that say which cases a limitation covers are checked against what was measured
 (the loop-count model's break points, the cases each covers), and on every runtime each
@@ -8,14 +8,15 @@ fails here, as it does in `check`.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from py_harness.config import AttentionConfig
-from py_harness.host import loop_budget
-from py_harness.host.cases import CASES, by_id
-from py_harness.host.evaluate import run_on
-from py_harness.host.limitations import (
+from py_harness.host.judge import loop_budget
+from py_harness.host.judge.cases import CASES, by_id
+from py_harness.host.judge.limitations import (
     DRIVER,
     LAVAPIPE_LOOPS,
     LIMITATIONS,
@@ -25,11 +26,13 @@ from py_harness.host.limitations import (
     seed_scaling_probe,
     single_key_rows,
 )
-from py_harness.host.sessions import Session
-from py_harness.host.verdict import judge_outputs
+from py_harness.host.judge.verdict import judge_outputs
+from py_harness.host.runtimes.sessions import Session
+from py_harness.host.wire import run_on
 
 LAVAPIPE = "llvmpipe llvmpipe (LLVM 15.0.6, 256 bits) Mesa 22.3.6 (LLVM 15.0.6)"
 LAVAPIPE_128 = "llvmpipe llvmpipe (LLVM 15.0.6, 128 bits) Mesa 22.3.6 (LLVM 15.0.6)"
+PACKED_KV = Path(__file__).resolve().parents[1] / "examples/packed-kv/kernels/packed_kv.toml"
 
 
 def _largest(ok, lo: int, hi: int) -> int:
@@ -167,3 +170,15 @@ def test_loop_budget_edge_on_lavapipe(harness: Session) -> None:
         over = loop_budget.over_budget("seed", cfg, lanes)
         assert ("flash_fwd" in over) == (seq_k == 1744)
     assert ratios[1743] <= 1 < 1e3 < ratios[1744], ratios
+
+
+def test_a_file_variant_takes_the_limitations_it_names() -> None:
+    """examples/packed-kv keeps the seed's loops (limitations_of = "seed"): lavapipe's loop
+    budget and the seed's flaw cover its cases as they cover the seed's."""
+    from py_harness.host import variants
+
+    name = variants.load_file(PACKED_KV)
+    for case in CASES:
+        seed, packed = (case_coverage(v, LAVAPIPE, case) for v in ("seed", name))
+        assert (seed and str(seed)) == (packed and str(packed)), case.id
+    assert any(case_coverage(name, LAVAPIPE, c) for c in CASES)  # it does cover some

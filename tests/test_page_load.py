@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from py_harness.host import build_wheel, server
+from py_harness.host import paths
+from py_harness.host.serving import build_wheel, server
 
 pytestmark = pytest.mark.browser
 
-RESULTS = server.ROOT / "test-results"
+RESULTS = paths.output_dir().parent / "test-results"
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +77,7 @@ def test_corrupt_wheel_fails_integrity(chromium: Any, tmp_path: Path) -> None:
     built = build_wheel.build(log=lambda _msg: None)
     shutil.copy(built.lockfile, tmp_path)
     (tmp_path / built.wheel.name).write_bytes(built.wheel.read_bytes() + b"tampered")
-    srv, url = server.start_server(port=0, routes={**server.DEFAULT_ROUTES, "dist": tmp_path})
+    srv, url = server.start_server(port=0, routes={**server.default_routes(), "dist": tmp_path})
     page = chromium.new_page()
     try:
         page.goto(f"{url}/web/harness.html")
@@ -89,7 +90,7 @@ def test_corrupt_wheel_fails_integrity(chromium: Any, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_load_failure_rejects_ready(chromium: Any, tmp_path: Path) -> None:
-    routes = {**server.DEFAULT_ROUTES, "dist": tmp_path}  # no lock file: Pyodide cannot boot
+    routes = {**server.default_routes(), "dist": tmp_path}  # no lock file: Pyodide cannot boot
     srv, url = server.start_server(port=0, routes=routes)
     page = chromium.new_page()
     try:

@@ -1,30 +1,45 @@
-"""The smoke suite must fail on every bug planted in the kernels (py_harness/host/mutants.py).
+"""The smoke suite must fail on every bug planted in the kernels (py_harness/host/judge/mutants.py).
 
 On each float path (WGSL compiler and driver: runtimes.float_path) the planted bugs run
-once, on the first selected runtime that has it: Chromium, dawn and node all run Tint's
-code on SwiftShader here, Firefox and wgpu naga's on lavapipe, and runtimes on one path
-agree bit for bit, which the first test here checks on every run rather than assumes.
-Selecting one runtime alone (`--runtime node`) runs the planted bugs on it.
+once, on the first runtime in `--runtime` order that has that path: Chromium, dawn and node
+all run Tint's code on SwiftShader here, Firefox and wgpu naga's on lavapipe, and runtimes
+on one path agree bit for bit, which the first test here checks on every run rather than
+assumes. Selecting one runtime alone (`--runtime node`) runs the planted bugs on it.
+
+Which runtime judges depends only on the `--runtime` order and on the float paths, never on
+which test ran first in which process, so a run under pytest-xdist (`-n 2`) judges on the
+same runtimes, and skips the same tests, as a serial run. A test on runtime R needs the float
+paths of the runtimes before R that use R's compiler (only they can share its path); each is
+found once per test run by opening a session on it, and shared between xdist workers through
+a JSON file next to the workers' temporary folders (the folder pytest-xdist's own docs use
+for "run once per session" data), under a file lock, so that a runtime is probed once in the
+whole run however many workers ask. A serial run uses the same file in its own temporary
+folder.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from py_harness.host.cases import SMOKE, by_id
-from py_harness.host.evaluate import evaluate
-from py_harness.host.limitations import case_coverage
-from py_harness.host.mutants import FIRST_CATCH, MUTANTS, Mutant
-from py_harness.host.runtimes import Launched, float_path, parse_runtimes, runtime
-from py_harness.host.sessions import Session, shader_sources
+from py_harness.host.engine import evaluate
+from py_harness.host.judge.cases import SMOKE, by_id
+from py_harness.host.judge.limitations import case_coverage
+from py_harness.host.judge.mutants import FIRST_CATCH, MUTANTS, Mutant
+from py_harness.host.paths import shader_sources
+from py_harness.host.runtimes.registry import Launched, float_path, runtime
+from py_harness.host.runtimes.sessions import Session
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-# Float path -> the runtime the planted bugs ran on, in this test session.
-_JUDGED_ON: dict[tuple[str, str], str] = {}
 # Smoke cases of different kinds: the control, GQA with causal, a key-padding mask,
 # dropout.
 _SAME_BITS_CASES = [
@@ -37,15 +52,101 @@ _SAME_BITS_CASES = [
     )
 ]
 
+FloatPath = tuple[str, str]
+
+
+def _available(name: str, config: pytest.Config) -> bool:
+    """Whether the plugin's `harness` fixture runs `name` rather than skipping it (Chromium
+    behind a browser server needs nothing installed here)."""
+    if name == "chromium" and config.getoption("--browser-ws"):
+        return True
+    return runtime(name).missing() is None
+
+
+class FloatPaths:
+    """runtime -> its float path (or None: not available, or its session failed), one
+    JSON file per test run shared by every process of the run, read and written under a
+    file lock. A runtime missing from the file is probed while the lock is held, so a second
+    worker that needs it waits for the first one's answer instead of probing it again."""
+
+    def __init__(self, folder: Path, probe: Any) -> None:
+        self.file = folder / "planted-bugs-float-paths.json"
+        self._lock = folder / "planted-bugs-float-paths.lock"
+        self._probe = probe  # (runtime name) -> FloatPath | None
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        with open(self._lock, "w") as fd:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            known = json.loads(self.file.read_text()) if self.file.exists() else {}
+            before = dict(known)
+            yield known
+            if known != before:
+                self.file.write_text(json.dumps(known, indent=1))
+
+    def get(self, name: str) -> FloatPath | None:
+        with self._locked() as known:
+            if name not in known:
+                known[name] = self._probe(name)
+            return tuple(known[name]) if known[name] else None  # type: ignore[return-value]
+
+    def put(self, name: str, path: FloatPath) -> None:
+        """A runtime's path as its own session reports it (saves probing it again)."""
+        with self._locked() as known:
+            known.setdefault(name, list(path))
+
+
+@pytest.fixture(scope="session")
+def float_paths(
+    request: pytest.FixtureRequest,
+    launched: dict[str, Launched],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> FloatPaths:
+    # Under xdist each worker's basetemp is <run folder>/popen-gwN: the parent is the run's
+    # folder, the same for every worker and new for every run. A serial run's basetemp is
+    # itself new for every run.
+    folder = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = folder.parent
+
+    def probe(name: str) -> FloatPath | None:
+        if not _available(name, request.config):
+            return None  # never launched, so never judges
+        rt = runtime(name)
+        base_url = request.getfixturevalue("harness_server") if rt.needs_server else ""
+        try:
+            session = launched[name].new_session(base_url)
+        except Exception:  # its own tests report why; it cannot judge in any process
+            return None
+        try:
+            return float_path(session)
+        finally:
+            launched[name].close_session(session)
+
+    return FloatPaths(folder, probe)
+
+
+def judging_runtime(harness: Session, paths: FloatPaths, order: list[str]) -> str:
+    """The first runtime in `order` (the --runtime order) whose float path is harness's."""
+    mine = float_path(harness)
+    paths.put(harness.runtime, mine)
+    for name in order:
+        if name == harness.runtime:
+            break
+        # Runtimes on another WGSL compiler cannot share the path: no need to probe them.
+        if runtime(name).compiler == mine[0] and paths.get(name) == mine:
+            return name
+    return harness.runtime
+
 
 def test_runtimes_on_one_float_path_agree_bit_for_bit(
     request: pytest.FixtureRequest, launched: dict[str, Launched]
 ) -> None:
     outputs: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
-    for name in parse_runtimes(request.config.getoption("--runtime")):
-        rt = runtime(name)
-        if rt.missing():
+    for name in request.config.harness_runtimes:
+        if not _available(name, request.config):
             continue
+        rt = runtime(name)
         base_url = request.getfixturevalue("harness_server") if rt.needs_server else ""
         session = launched[name].new_session(base_url)
         try:
@@ -81,11 +182,13 @@ def test_every_mutant_changes_the_source() -> None:
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
-def test_smoke_suite_catches(harness: Session, mutant: Mutant) -> None:
-    path = float_path(harness)
-    judged_on = _JUDGED_ON.setdefault(path, harness.runtime)
+def test_smoke_suite_catches(
+    request: pytest.FixtureRequest, harness: Session, float_paths: FloatPaths, mutant: Mutant
+) -> None:
+    judged_on = judging_runtime(harness, float_paths, request.config.harness_runtimes)
     if judged_on != harness.runtime:
-        pytest.skip(f"{harness.runtime} runs {path[0]} on {path[1]}, as {judged_on} does")
+        compiler, driver = float_path(harness)
+        pytest.skip(f"{harness.runtime} runs {compiler} on {driver}, as {judged_on} does")
     sources = mutant.apply(shader_sources())
     caught = []
     first = FIRST_CATCH.get(mutant.name)

@@ -1,4 +1,4 @@
-"""Checks of the NumPy attention reference (py_harness/host/reference.py) itself.
+"""Checks of the NumPy attention reference (py_harness/host/judge/reference.py) itself.
 
 (a) its backward is the derivative of its forward (central differences, float64);
 (b) it agrees with a per-row loop that uses the softmax Jacobian diag(p) - p p^T;
@@ -12,8 +12,13 @@ import math
 import numpy as np
 import pytest
 
-from py_harness.host.dropout import dropout_multiplier
-from py_harness.host.reference import EMPTY_LSE, attention_bwd_ref, attention_ref, visible_mask
+from py_harness.host.judge.dropout import dropout_multiplier
+from py_harness.host.judge.reference import (
+    EMPTY_LSE,
+    attention_bwd_ref,
+    attention_ref,
+    visible_mask,
+)
 
 # Any NumPy warning (e.g. inf - inf in a fully masked row) fails the test.
 pytestmark = pytest.mark.filterwarnings("error")

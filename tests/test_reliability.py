@@ -8,9 +8,11 @@ import contextlib
 import numpy as np
 import pytest
 
-from py_harness.host.cases import CONTROL, Case
-from py_harness.host.evaluate import evaluate, make_inputs, run_on
-from py_harness.host.sessions import BrowserSession, PageError, Session
+from py_harness.host.engine import evaluate
+from py_harness.host.judge.cases import CONTROL, Case
+from py_harness.host.judge.inputs import make_inputs
+from py_harness.host.runtimes.sessions import BrowserSession, PageError, Session
+from py_harness.host.wire import run_on
 
 pytestmark = pytest.mark.browser
 SMALL = Case(16, 17, 17, num_heads=2, num_kv_heads=2)

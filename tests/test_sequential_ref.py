@@ -1,4 +1,4 @@
-"""The judge's second baseline (py_harness/host/sequential_ref.py): FlashAttention-2 in
+"""The judge's second baseline (py_harness/host/judge/sequential_ref.py): FlashAttention-2 in
 float32 that adds one term at a time. It must compute the same function as the float64
 reference, sum in the order a kernel's loop does, and be as inaccurate as such a loop on
 long reductions (that is why it exists)."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from py_harness.host.reference import EMPTY_LSE, attention_bwd_ref, attention_ref
-from py_harness.host.sequential_ref import attention_seq32, exp32, log32, seq_matmul
+from py_harness.host.judge.reference import EMPTY_LSE, attention_bwd_ref, attention_ref
+from py_harness.host.judge.sequential_ref import attention_seq32, exp32, log32, seq_matmul
 
 pytestmark = pytest.mark.filterwarnings("error")
 NAMES = ("o", "lse", "dq", "dk", "dv")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from py_harness.host import server
+from py_harness.host import paths
+from py_harness.host.serving import server
 
 SECRET = "TOP-SECRET-do-not-serve"
 
@@ -157,7 +158,7 @@ def test_default_routes_refuse_repo_files() -> None:
             status, _, body = fetch(url, path)
             assert status in (403, 404), path
             assert b"ThreadingHTTPServer" not in body
-        if (server.ROOT / "node_modules/pyodide/pyodide.asm.wasm").exists():
+        if (paths.pyodide_dir() / "pyodide.asm.wasm").exists():
             status, headers, _ = fetch(url, "/pyodide/pyodide.asm.wasm", method="HEAD")
             assert (status, headers["Content-Type"]) == (200, "application/wasm")
         status, headers, _ = fetch(url, "/web/harness.js", method="HEAD")
@@ -167,8 +168,8 @@ def test_default_routes_refuse_repo_files() -> None:
 
 
 def test_built_wheel_excludes_host_and_is_in_lock() -> None:
-    build_wheel = pytest.importorskip("py_harness.host.build_wheel")
-    if not build_wheel.INPUT_LOCK.exists():
+    build_wheel = pytest.importorskip("py_harness.host.serving.build_wheel")
+    if not build_wheel.input_lock().exists():
         pytest.skip("node_modules/pyodide missing (run `npm ci`)")
     result = build_wheel.build(log=lambda _msg: None)
     names = zipfile.ZipFile(result.wheel).namelist()

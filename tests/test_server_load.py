@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 import numpy as np
 import pytest
 
-from py_harness.host.cases import SMOKE
-from py_harness.host.evaluate import make_inputs
+from py_harness.host.judge.cases import SMOKE
+from py_harness.host.judge.inputs import make_inputs
 
 CLIENTS = 50
 ROUNDS = 2  # per client: each round is 4 requests
@@ -33,7 +33,7 @@ def _sha(path: str) -> str:
 
 @pytest.mark.slow
 def test_fifty_clients_get_complete_correct_responses(harness_server: str) -> None:
-    from py_harness.host.build_wheel import build
+    from py_harness.host.serving.build_wheel import build
 
     built = build(log=lambda _msg: None)
     host, port = urlsplit(harness_server).hostname, urlsplit(harness_server).port

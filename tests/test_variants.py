@@ -9,7 +9,7 @@ import pytest
 
 from py_harness.config import AttentionConfig, ConfigError
 from py_harness.gpu.device import Buffer
-from py_harness.host.sessions import SHADER_DIR
+from py_harness.host.paths import SHADER_DIR
 from py_harness.kernels import (
     FAST_ROWS,
     FAST_WORKGROUP_BYTES,

@@ -1,4 +1,4 @@
-"""The child-process transport (host/workers.py) with stand-in children: replies are
+"""The child-process transport (host/runtimes/workers.py) with stand-in children: replies are
 matched to calls, chatter stays out of the protocol, and a child that hangs, exits or
 never starts fails one call alone with what it said; the next call gets a fresh child."""
 
@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from py_harness.host.sessions import PageError
-from py_harness.host.workers import WorkerSession
+from py_harness.host.runtimes.sessions import PageError
+from py_harness.host.runtimes.workers import WorkerSession
 
 # A stand-in child: the real ones' protocol, and behaviours chosen by the entry name.
 CHILD = textwrap.dedent(

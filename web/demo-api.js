@@ -1,5 +1,5 @@
 // The demo's two back ends: py_harness in Pyodide (window.runHarness, from harness.js) and the
-// server's NumPy endpoints (/api/, py_harness/host/api.py).
+// server's NumPy endpoints (/api/, py_harness/host/serving/api.py).
 
 export class HarnessError extends Error {
   // message: the exception line of the Python traceback (what went wrong); detail: all of it.

@@ -7,7 +7,7 @@
 
 import { bootHarness, makeRunHarness } from "./harness-core.mjs";
 
-const BUILD_HINT = "Build it with: python -m py_harness.host.build_wheel (python server.py does).";
+const BUILD_HINT = "Build it with: python -m py_harness.host.serving.build_wheel (the server does).";
 
 const timings = {};
 window.harnessTimings = timings;

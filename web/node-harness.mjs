@@ -1,7 +1,7 @@
 // The harness without a browser: Pyodide in Node, with Dawn's `webgpu` package as
 // navigator.gpu. The same wheel, the same py_harness.page (gpu/browser.py through JS
 // interop) and the same runHarness as the page (harness-core.mjs); the host speaks to it
-// over stdin / stdout (py_harness/host/workers.py):
+// over stdin / stdout (py_harness/host/runtimes/workers.py):
 //   in:  [id, entry, requestJson]            one per line
 //   out: "\x1e" + [id, status, value, stack]  one per line; id null: the ready line
 // Everything else (Python's print, Dawn's warnings) goes to stderr.
@@ -10,14 +10,18 @@
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 import { bootHarness, makeRunHarness } from "./harness-core.mjs";
 
 const ROOT = new URL("..", import.meta.url);
 const path = (rel) => fileURLToPath(new URL(rel, ROOT));
+// The host names both folders (py_harness/host/paths.py); a checkout's are the fallback.
+const NODE_MODULES = process.env.HARNESS_NODE_MODULES || path("node_modules");
+const DIST = process.env.HARNESS_DIST_DIR || path("build/dist");
 const say = (fields) => process.stdout.write("\x1e" + JSON.stringify(fields) + "\n");
-const BUILD_HINT = "Build it with: python -m py_harness.host.build_wheel";
+const BUILD_HINT = "Build it with: python -m py_harness.host.serving.build_wheel";
 // Dawn rounds timestamp queries to 2^16 ns steps unless told not to (gpu/native.py says
 // why); Chromium under --enable-webgpu-developer-features, as the chromium runtime runs
 // it, does not round them either.
@@ -42,16 +46,16 @@ async function boot() {
   const t0 = performance.now();
   let lockFileContents;
   try {
-    lockFileContents = readFileSync(path("build/dist/pyodide-lock.json"), "utf8");
+    lockFileContents = readFileSync(join(DIST, "pyodide-lock.json"), "utf8");
   } catch (err) {
-    throw new Error(`build/dist/pyodide-lock.json: ${err.message}. ${BUILD_HINT}`);
+    throw new Error(`${join(DIST, "pyodide-lock.json")}: ${err.message}. ${BUILD_HINT}`);
   }
-  const { loadPyodide } = await import(path("node_modules/pyodide/pyodide.mjs"));
-  const webgpu = await import("webgpu");
+  const { loadPyodide } = await import(pathToFileURL(join(NODE_MODULES, "pyodide/pyodide.mjs")));
+  const webgpu = await import(pathToFileURL(join(NODE_MODULES, "webgpu/index.js")));
   const options = {
-    indexURL: path("node_modules/pyodide/"),
+    indexURL: join(NODE_MODULES, "pyodide/"),
     lockFileContents,
-    packageBaseUrl: path("build/dist/"),
+    packageBaseUrl: join(DIST, "/"),
     stdout: (line) => process.stderr.write(line + "\n"),
     stderr: (line) => process.stderr.write(line + "\n"),
   };
@@ -62,7 +66,7 @@ async function boot() {
       // After loadPyodide (assigned before, Pyodide's start fails: docs/runtimes.md), and with a
       // userAgent, which Pyodide reads from navigator.
       Object.assign(globalThis, webgpu.globals);
-      const version = JSON.parse(readFileSync(path("node_modules/webgpu/package.json"))).version;
+      const version = JSON.parse(readFileSync(join(NODE_MODULES, "webgpu/package.json"))).version;
       Object.defineProperty(globalThis, "navigator", {
         value: {
           gpu: webgpu.create(DAWN_OPTIONS),

@@ -132,35 +132,34 @@ class BrowserDevice(Device):
     async def pop_error_scopes(self, where: str) -> None:
         await self._pop_scopes(where)
 
-    async def run_passes(self, passes: list[ComputePass]) -> float | None:
-        self.push_error_scopes()
-        n = 2 * len(passes)
-        timed = self.has_timestamps
-        if timed:
-            queries = self._device.createQuerySet(_js({"type": "timestamp", "count": n}))
-            resolved = self.create_buffer(8 * n, ("QUERY_RESOLVE", "COPY_SRC"), "timestamps")
-        encoder = self._device.createCommandEncoder()
-        for i, p in enumerate(passes):
-            descriptor: dict[str, Any] = {"label": p.label}
-            if timed:
-                descriptor["timestampWrites"] = {
-                    "querySet": queries,
-                    "beginningOfPassWriteIndex": 2 * i,
-                    "endOfPassWriteIndex": 2 * i + 1,
-                }
-            cpass = encoder.beginComputePass(_js(descriptor))
-            cpass.setPipeline(p.pipeline.handle)
-            cpass.setBindGroup(0, p.bind_group)
-            cpass.dispatchWorkgroups(*p.workgroups)
-            cpass.end()
-        if timed:
-            encoder.resolveQuerySet(queries, 0, n, resolved.handle, 0)
+    def _timestamp_queries(self, count: int) -> Any:
+        return self._device.createQuerySet(_js({"type": "timestamp", "count": count}))
+
+    def _encoder(self) -> Any:
+        return self._device.createCommandEncoder()
+
+    def _encode_pass(self, encoder: Any, p: ComputePass, writes: tuple | None) -> None:
+        descriptor: dict[str, Any] = {"label": p.label}
+        if writes is not None:
+            queries, begin, end = writes
+            descriptor["timestampWrites"] = {
+                "querySet": queries,
+                "beginningOfPassWriteIndex": begin,
+                "endOfPassWriteIndex": end,
+            }
+        cpass = encoder.beginComputePass(_js(descriptor))
+        cpass.setPipeline(p.pipeline.handle)
+        cpass.setBindGroup(0, p.bind_group)
+        cpass.dispatchWorkgroups(*p.workgroups)
+        cpass.end()
+
+    def _resolve_queries(self, encoder: Any, queries: Any, count: int, into: Buffer) -> None:
+        encoder.resolveQuerySet(queries, 0, count, into.handle, 0)
+
+    async def _submit_and_wait(self, encoder: Any) -> None:
         self._device.queue.submit(_js([encoder.finish()]))
         await self._pop_scopes("dispatch")
         await self._scoped("onSubmittedWorkDone", self._device.queue.onSubmittedWorkDone())
-        if not timed:
-            return None
-        return await self.collect_pass_times(resolved, queries)
 
     def destroy(self) -> None:
         self._device.destroy()

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import F32_BYTES, buffer_bytes
 from ..shaders import ShaderModuleSource
 
 # The least the seed's kernels need (each entry point binds exactly 8 storage buffers and
@@ -121,9 +122,10 @@ class Device(ABC):
     def destroy_buffer(self, buffer: Buffer) -> None: ...
 
     def create_buffer_with_data(self, data: bytes, usage: tuple[str, ...], label: str) -> Buffer:
-        # Rounded up to 16 bytes (zeros after the data): kernels may read a buffer as vec4s,
-        # and a zero-size binding is invalid (a placeholder keeps the layout whole).
-        buf = self.create_buffer(max(16, _align(len(data), 16)), (*usage, "COPY_DST"), label)
+        # Sized as every buffer the kernels bind (config.buffer_bytes: whole vec4s, at least
+        # one), zeros after the data.
+        size = buffer_bytes(-(-len(data) // F32_BYTES))
+        buf = self.create_buffer(size, (*usage, "COPY_DST"), label)
         if data:
             self.write_buffer(buf, data + b"\0" * (_align(len(data), 4) - len(data)))
         return buf
@@ -149,11 +151,44 @@ class Device(ABC):
     def create_bind_group(self, pipeline: Pipeline, entries: dict[int, Buffer]) -> Any: ...
 
     # -- work ----------------------------------------------------------------------
-    @abstractmethod
     async def run_passes(self, passes: list[ComputePass]) -> float | None:
         """Encode, submit and wait for the passes inside validation / out-of-memory error
         scopes. Returns GPU time in ms from timestamp queries (the sum over passes), or
-        None where the device lacks the timestamp-query feature."""
+        None where the device lacks the timestamp-query feature. The backends supply the
+        calls (the _encoder ... _submit_and_wait hooks); the order of work lives here."""
+        self.push_error_scopes()
+        n = 2 * len(passes)
+        timed = self.has_timestamps
+        if timed:
+            queries = self._timestamp_queries(n)
+            resolved = self.create_buffer(8 * n, ("QUERY_RESOLVE", "COPY_SRC"), "timestamps")
+        encoder = self._encoder()
+        for i, p in enumerate(passes):
+            self._encode_pass(encoder, p, (queries, 2 * i, 2 * i + 1) if timed else None)
+        if timed:
+            self._resolve_queries(encoder, queries, n, resolved)
+        await self._submit_and_wait(encoder)
+        if not timed:
+            return None
+        return await self.collect_pass_times(resolved, queries)
+
+    # Hooks for run_passes, in the backend's own API.
+    @abstractmethod
+    def _timestamp_queries(self, count: int) -> Any: ...
+
+    @abstractmethod
+    def _encoder(self) -> Any: ...
+
+    @abstractmethod
+    def _encode_pass(self, encoder: Any, p: ComputePass, writes: tuple | None) -> None:
+        """One compute pass; writes: (query set, begin index, end index) or None."""
+
+    @abstractmethod
+    def _resolve_queries(self, encoder: Any, queries: Any, count: int, into: Buffer) -> None: ...
+
+    @abstractmethod
+    async def _submit_and_wait(self, encoder: Any) -> None:
+        """Submit the work, close the error scopes (raising what they caught), and wait."""
 
     async def collect_pass_times(self, resolved: Buffer, queries: Any) -> float:
         """Read resolved timestamps (see pass_times_ms), then free the buffer and query set.

@@ -130,34 +130,35 @@ class NativeDevice(Device):
             ),
         )
 
-    async def run_passes(self, passes: list[ComputePass]) -> float | None:
+    def _timestamp_queries(self, count: int) -> Any:
+        return self._device.create_query_set(type=self._gpu.QueryType.timestamp, count=count)
+
+    def _encoder(self) -> Any:
+        return self._device.create_command_encoder()
+
+    def _encode_pass(self, encoder: Any, p: ComputePass, writes: tuple | None) -> None:
+        timestamp_writes = None
+        if writes is not None:
+            queries, begin, end = writes
+            timestamp_writes = {
+                "query_set": queries,
+                "beginning_of_pass_write_index": begin,
+                "end_of_pass_write_index": end,
+            }
+        cpass = encoder.begin_compute_pass(label=p.label, timestamp_writes=timestamp_writes)
+        cpass.set_pipeline(p.pipeline.handle)
+        cpass.set_bind_group(0, p.bind_group)
+        cpass.dispatch_workgroups(*p.workgroups)
+        cpass.end()
+
+    def _resolve_queries(self, encoder: Any, queries: Any, count: int, into: Buffer) -> None:
+        encoder.resolve_query_set(queries, 0, count, into.handle, 0)
+
+    async def _submit_and_wait(self, encoder: Any) -> None:
+        # Errors raise at the call here (no scopes); reading the fence waits for the queue.
         dev = self._device
-        n = 2 * len(passes)
-        timed = self.has_timestamps
-        if timed:
-            queries = dev.create_query_set(type=self._gpu.QueryType.timestamp, count=n)
-            resolved = self.create_buffer(8 * n, ("QUERY_RESOLVE", "COPY_SRC"), "timestamps")
-        encoder = dev.create_command_encoder()
-        for i, p in enumerate(passes):
-            writes = None
-            if timed:
-                writes = {
-                    "query_set": queries,
-                    "beginning_of_pass_write_index": 2 * i,
-                    "end_of_pass_write_index": 2 * i + 1,
-                }
-            cpass = encoder.begin_compute_pass(label=p.label, timestamp_writes=writes)
-            cpass.set_pipeline(p.pipeline.handle)
-            cpass.set_bind_group(0, p.bind_group)
-            cpass.dispatch_workgroups(*p.workgroups)
-            cpass.end()
-        if timed:
-            encoder.resolve_query_set(queries, 0, n, resolved.handle, 0)
         self._guard("submit", lambda: dev.queue.submit([encoder.finish()]))
         self._guard("wait", lambda: dev.queue.read_buffer(self._fence))
-        if not timed:
-            return None
-        return await self.collect_pass_times(resolved, queries)
 
     def destroy(self) -> None:
         # wgpu-py 0.32 does not implement device.lost; record the loss ourselves so the

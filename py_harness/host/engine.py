@@ -1,0 +1,53 @@
+"""Run a case on a session and judge it: what pytest's plugin and the CLI share.
+
+Judging itself takes arrays (judge/); runtimes (runtimes/) give sessions; this module is
+where the two meet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from ..kernels import DEFAULT_VARIANT
+from .judge.cases import Case
+from .judge.inputs import CaseResult, judge_case, make_inputs
+from .runtimes.registry import runtime
+from .runtimes.sessions import Session
+from .wire import run_on
+
+
+def evaluate(
+    case: Case,
+    session: Session,
+    *,
+    sources: dict[str, str] | None = None,
+    variant: str = DEFAULT_VARIANT,
+    draw: int = 0,
+) -> CaseResult:
+    """Run a case on input draw `draw` in a session and judge it (judge_case). sources:
+    the WGSL to run (default: the variant's own files)."""
+    x = make_inputs(case, draw)
+    runs = 2 if case.repeat_backward else 1
+    reply = run_on(session, case.config(), x, sources=sources, backward_runs=runs, variant=variant)
+    return judge_case(case, x, reply, runtime=session.runtime, variant=variant, draw=draw)
+
+
+@contextlib.contextmanager
+def open_session(name: str) -> Iterator[Session]:
+    """Launch a runtime (and the page server, for browsers) and open one harness session,
+    outside pytest (bench, scripts); pytest's plugin does the same with fixtures."""
+    rt = runtime(name)
+    with contextlib.ExitStack() as stack:
+        base_url = ""
+        if rt.needs_server:
+            from .serving.build_wheel import build
+            from .serving.server import start_server, stop
+
+            build(log=lambda _msg: None)
+            server, base_url = start_server()
+            stack.callback(stop, server)
+        handle = stack.enter_context(rt.launch())
+        session = handle.new_session(base_url)
+        stack.callback(handle.close_session, session)
+        yield session

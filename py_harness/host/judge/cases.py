@@ -1,0 +1,187 @@
+"""The case matrix: a control case plus targeted combinations with awkward sizes.
+
+Not a full cross product. `smoke=True` marks the fast subset; `long=True` the cases too
+slow for CPU adapters in CI (run by `check --long`, `pytest --long`, and on GPUs). Ids read
+like the case, e.g. `d59-sq113-sk203-gqa6x2-causal`. Sizes are chosen for SwiftShader on
+2 CPU cores (about 0.15-0.8 GFLOP/s): the matrix without the long cases is about a GFLOP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ...config import AttentionConfig
+
+MASK_KINDS = ("none", "full", "batch", "keypad", "rows-inf", "rows-1e30")
+
+
+@dataclass(frozen=True)
+class Case:
+    head_dim: int
+    seq_q: int
+    seq_k: int
+    num_heads: int = 4
+    num_kv_heads: int = 4
+    batch: int = 1
+    causal: bool = False
+    bottom_right: bool = False  # causal_offset = seq_k - seq_q
+    offset: int = 0  # an explicit causal_offset (queries shifted right of the keys)
+    window: int = 0
+    mask: str = "none"
+    dropout_p: float = 0.0
+    seed: int = 1234
+    smoke: bool = False
+    repeat_backward: bool = False  # run backward twice; results must be bit-identical
+    check_dropout_fraction: bool = False
+    # FlashAttention's overflow test: q x 5, k and v x 3 (large logits must stay finite)
+    large_logits: bool = False
+    long: bool = False  # too slow for CPU adapters in CI (see the module docstring)
+
+    @property
+    def id(self) -> str:
+        parts = [f"d{self.head_dim}", f"sq{self.seq_q}", f"sk{self.seq_k}"]
+        if self.batch != 1:
+            parts.append(f"b{self.batch}")
+        if self.num_kv_heads == self.num_heads:
+            parts.append(f"h{self.num_heads}")
+        elif self.num_kv_heads == 1:
+            parts.append(f"mqa{self.num_heads}x1")
+        else:
+            parts.append(f"gqa{self.num_heads}x{self.num_kv_heads}")
+        if self.causal:
+            parts.append("causal-br" if self.bottom_right else "causal")
+        if self.offset:
+            parts.append(f"off{self.offset}")
+        if self.window:
+            parts.append(f"win{self.window}")
+        if self.mask != "none":
+            parts.append(f"mask-{self.mask}")
+        if self.dropout_p:
+            parts.append(f"drop{self.dropout_p:g}")
+        if self.large_logits:
+            parts.append("big")
+        return "-".join(parts)
+
+    def config(self) -> AttentionConfig:
+        mask_shape = {
+            "none": None,
+            "full": (self.seq_q, self.seq_k),
+            "batch": (self.batch, 1, self.seq_q, self.seq_k),
+            "keypad": (self.batch, 1, 1, self.seq_k),
+            "rows-inf": (self.batch, self.num_heads, self.seq_q, self.seq_k),
+            "rows-1e30": (self.seq_q, self.seq_k),
+        }[self.mask]
+        return AttentionConfig(
+            batch=self.batch,
+            num_heads=self.num_heads,
+            num_kv_heads=self.num_kv_heads,
+            seq_q=self.seq_q,
+            seq_k=self.seq_k,
+            head_dim=self.head_dim,
+            causal=self.causal,
+            causal_offset=self.seq_k - self.seq_q if self.bottom_right else self.offset,
+            window=self.window,
+            mask_shape=mask_shape,
+            dropout_p=self.dropout_p,
+            seed=self.seed,
+        )
+
+
+CONTROL = Case(64, 128, 128, batch=2, smoke=True, repeat_backward=True)
+
+CASES: tuple[Case, ...] = (
+    CONTROL,
+    # head_dim edges: 1 and 3 (partial vec4), 111 (odd), 128 (the maximum)
+    Case(1, 17, 17, smoke=True),
+    Case(3, 1, 1),
+    Case(16, 17, 17, num_heads=6, num_kv_heads=2, causal=True),
+    Case(111, 203, 113, num_heads=6, num_kv_heads=1),
+    Case(128, 128, 217, window=32, smoke=True),
+    # causal, top-left and bottom-right aligned; GQA and MQA
+    Case(59, 113, 203, num_heads=6, num_kv_heads=2, causal=True, smoke=True),
+    Case(59, 113, 203, causal=True, bottom_right=True, smoke=True),
+    Case(64, 300, 130, num_heads=6, num_kv_heads=1, causal=True),
+    # window alone and with causal
+    Case(59, 203, 113, window=17),
+    Case(64, 130, 300, causal=True, bottom_right=True, window=40, smoke=True),
+    # additive masks
+    Case(64, 113, 203, mask="full"),
+    Case(32, 59, 111, batch=2, mask="batch"),
+    Case(64, 113, 203, batch=2, mask="keypad", smoke=True),
+    Case(16, 59, 111, batch=2, mask="rows-inf", smoke=True),
+    Case(16, 59, 111, mask="rows-1e30", causal=True, smoke=True),
+    # dropout: the mask is rebuilt on the host from the same hash
+    Case(
+        64,
+        128,
+        217,
+        dropout_p=0.17,
+        smoke=True,
+        repeat_backward=True,
+        check_dropout_fraction=True,
+    ),
+    Case(59, 113, 203, num_heads=6, num_kv_heads=2, causal=True, dropout_p=0.17),
+    # at least 1024 keys
+    Case(64, 64, 1031, num_heads=2, num_kv_heads=2, smoke=True),
+    # many heads over long keys: each dK/dV workgroup of the fast variant takes several key
+    # tiles, in rounds (kernels.Variant.dq_slots gives 4 slots for 5 key tiles here)
+    Case(8, 40, 300, batch=2, num_heads=64, num_kv_heads=32, smoke=True),
+    # a long sum at the largest head_dim: the forward's LSE failed the 2x rule here on an
+    # H200 (1.26x at Sk 1024) while it summed the softmax denominator key by key
+    Case(128, 16, 1024, num_heads=2, num_kv_heads=1),
+    # rows left with no visible key by the window (queries shifted past the keys), alone
+    # and with causal: O = 0, LSE = sentinel, zero gradients, no NaN
+    Case(32, 17, 17, offset=20, window=8),
+    Case(32, 40, 17, causal=True, offset=20, window=6),
+    # The fast variant's 64 x 64 tiles skip per-element checks when a tile is wholly
+    # visible: a tile one key past the causal edge (offset 62: last key 63, first query
+    # at 62) and tiles whose farthest pair is exactly `window` apart (offset 1, window 64)
+    Case(32, 66, 128, causal=True, bottom_right=True, smoke=True),
+    Case(16, 128, 130, offset=1, window=64, smoke=True),
+    # one visible key per row (window 1, Sk 1): P must be exactly 1 (found by the fuzzer)
+    Case(109, 7, 1, num_heads=3, num_kv_heads=3, window=1),
+    # The fast kernels read rows as vec4s when head_dim % 4 == 0 and cut them from two
+    # vec4s otherwise: head_dim 18 (rows on 8-byte boundaries), and head_dim 32 with an odd
+    # number of query rows (3 x 59), where dQ's partial sums after the [Delta, LSE] pairs
+    # must start on a vec4
+    Case(18, 113, 59, num_heads=2, num_kv_heads=2, causal=True, smoke=True),
+    Case(32, 59, 203, num_heads=3, num_kv_heads=1, smoke=True),
+    # Rows of two visible keys, each key seen by two queries: P (about 1/2) and dS dominate
+    # the error, so an intermediate rounded to fewer bits shows here first (mutants.py)
+    Case(16, 256, 256, causal=True, window=2, smoke=True),
+    # FlashAttention's overflow test: large logits stay finite and within the rule
+    Case(64, 17, 128, large_logits=True, smoke=True),
+    Case(32, 5, 17, num_heads=6, num_kv_heads=2, causal=True, large_logits=True),
+    # Long reductions, where a kernel that adds one term at a time is 4-10x less accurate
+    # than float32 BLAS (docs/verdict.md): a key seen by the rows of many query heads
+    # (MQA 16 over 1: 4096 terms per dK/dV element; GQA 4 per KV head, causal); a single
+    # key (every P is 1: dV is a plain sum of 2048 or 65536 rows of dO); a single query
+    # over thousands of keys (O, LSE and dQ sum them all).
+    Case(64, 256, 64, num_heads=16, num_kv_heads=1, smoke=True),
+    Case(32, 384, 96, num_heads=8, num_kv_heads=2, causal=True),
+    Case(64, 512, 1, num_heads=4, num_kv_heads=1, smoke=True),
+    Case(64, 4096, 1, num_heads=16, num_kv_heads=1),
+    Case(64, 1, 2048, num_heads=4, num_kv_heads=1, smoke=True),
+    Case(128, 1, 4096, num_heads=8, num_kv_heads=2),
+    # ... and at sizes for GPUs: S = 4096 with MQA, 32768 rows per key
+    Case(64, 4096, 4096, num_heads=4, num_kv_heads=1, causal=True, long=True),
+    Case(128, 1024, 256, num_heads=32, num_kv_heads=1, long=True),
+)
+
+SMOKE: tuple[Case, ...] = tuple(c for c in CASES if c.smoke)
+
+
+def select(*, smoke: bool = False, long: bool = False) -> tuple[Case, ...]:
+    """The smoke subset, or the matrix; long cases only when asked for."""
+    return tuple(c for c in (SMOKE if smoke else CASES) if long or not c.long)
+
+
+def by_id(case_id: str) -> Case:
+    for case in CASES:
+        if case.id == case_id:
+            return case
+    raise KeyError(f"no case {case_id!r}; known: {[c.id for c in CASES]}")
+
+
+def with_seed(case: Case, seed: int) -> Case:
+    return replace(case, seed=seed)

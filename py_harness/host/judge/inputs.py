@@ -1,0 +1,132 @@
+"""A case's inputs and the judging of its outputs, from arrays (no session here).
+
+make_inputs draws a case's tensors; judge_case judges what a run returned. host/engine.py
+runs a case on a session between the two; pytest, `check` and the demo API all judge here.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...config import AttentionConfig
+from ...kernels import DEFAULT_VARIANT
+from . import compare
+from .cases import Case
+from .dropout import dropout_multiplier
+from .verdict import judge_outputs
+
+
+@dataclass
+class CaseResult:
+    case_id: str
+    runtime: str
+    variant: str
+    reports: list[compare.Report]
+    timings_ms: dict[str, float]
+    timing_source: str
+    checks: dict[str, tuple[bool, str]] = field(default_factory=dict)  # name -> (ok, detail)
+    outputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    draw: int = 0  # which input draw (make_inputs)
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.reports) and all(ok for ok, _ in self.checks.values())
+
+    def failures(self) -> str:
+        lines = [str(r) for r in self.reports if not r.passed]
+        lines += [f"{name}: {detail}" for name, (ok, detail) in self.checks.items() if not ok]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "case": self.case_id,
+            "runtime": self.runtime,
+            "variant": self.variant,
+            "draw": self.draw,
+            "passed": self.passed,
+            "reports": [r.to_json() for r in self.reports],
+            "checks": {k: {"ok": ok, "detail": d} for k, (ok, d) in self.checks.items()},
+            "timings_ms": self.timings_ms,
+            "timing_source": self.timing_source,
+        }
+
+
+def make_inputs(case: Case, draw: int = 0) -> dict[str, np.ndarray]:
+    """Deterministic f32 inputs for a case, mask included: draw 0 is seeded by the case's
+    id alone, draw n > 0 by (id, n), so each draw is reproducible on its own."""
+    cfg = case.config()
+    key = zlib.crc32(case.id.encode())
+    rng = np.random.default_rng(key if draw == 0 else (key, draw))
+    shapes = cfg.shapes()
+    x = {n: rng.standard_normal(shapes[n], dtype=np.float32) for n in ("q", "k", "v", "d_out")}
+    if case.large_logits:
+        x["q"] *= np.float32(5)
+        x["k"] *= np.float32(3)
+        x["v"] *= np.float32(3)
+    if cfg.mask_shape is not None:
+        x["mask"] = _make_mask(case, cfg, rng)
+    return x
+
+
+def _make_mask(case: Case, cfg: AttentionConfig, rng: np.random.Generator) -> np.ndarray:
+    shape = cfg.mask_shape
+    if case.mask == "keypad":
+        # Batch element b sees its first sk - 7b - 3 keys; padding is -inf.
+        mask = np.zeros(shape, np.float32)
+        for b in range(cfg.batch):
+            mask[b, ..., cfg.seq_k - 7 * b - 3 :] = -np.inf
+        return mask
+    mask = rng.standard_normal(shape, dtype=np.float32)
+    if case.mask.startswith("rows-"):
+        fill = -np.inf if case.mask == "rows-inf" else np.float32(-1e30)
+        rows = rng.choice(cfg.seq_q, size=max(1, cfg.seq_q // 5), replace=False)
+        mask[..., rows, :] = fill  # whole rows with no visible key
+    return mask
+
+
+def judge_case(
+    case: Case,
+    x: dict[str, np.ndarray],
+    reply: dict[str, Any],
+    *,
+    runtime: str,
+    variant: str = DEFAULT_VARIANT,
+    draw: int = 0,
+) -> CaseResult:
+    """Judge one run of a case from arrays, wherever it ran: O, LSE, dQ, dK, dV against the
+    rule (verdict.py), and the case's own checks. `x`: its inputs (make_inputs); `reply`:
+    run_case's reply with the outputs decoded into reply["arrays"] (decode_outputs)."""
+    cfg = case.config()
+    got = reply["arrays"]
+    reports, _ = judge_outputs(cfg, x, got, large_logits=case.large_logits)
+    checks: dict[str, tuple[bool, str]] = {}
+    if case.repeat_backward:
+        d = reply.get("backward_digests", [])
+        checks["bit-identical backward"] = (
+            len(d) == 2 and d[0] == d[1],
+            f"sha256 of dq|dk|dv over 2 runs: {[s[:12] for s in d]}",
+        )
+    if case.check_dropout_fraction:
+        m = dropout_multiplier(
+            cfg.dropout_p, cfg.seed, cfg.batch, cfg.num_heads, cfg.seq_q, cfg.seq_k, np.float64
+        )
+        dropped = float(np.mean(m == 0))
+        checks["dropped fraction"] = (
+            abs(dropped - cfg.dropout_p) <= 0.01,
+            f"dropped {dropped:.4f} of {m.size} weights, p = {cfg.dropout_p}",
+        )
+    return CaseResult(
+        case.id,
+        runtime,
+        variant,
+        reports,
+        reply.get("timings_ms", {}),
+        reply.get("timing_source", ""),
+        checks,
+        got,
+        draw,
+    )

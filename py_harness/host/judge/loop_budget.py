@@ -1,0 +1,278 @@
+"""How many loop passes the kernels spend on Mesa's lavapipe, whose loop budget ends them.
+
+gallivm (lavapipe's compiler) gives each SIMD vector of invocations (8 lanes at its default
+256-bit width, 4 at LP_NATIVE_VECTOR_WIDTH=128) one loop limiter of 65535
+(LP_MAX_TGSI_LOOP_ITERATIONS, Mesa's lp_bld_limits.h), shared by every loop of the shader
+and kept across barriers; lp_exec_endloop (lp_bld_ir_common.c) decrements it at the end of
+every pass of every loop and goes round again only while some lane is active and the
+limiter is > 0. The counting rule, measured with py_harness/probes.py and instrumented
+copies of the kernels (docs/verdict.md):
+
+- reaching a loop costs P + 1, P the most passes any lane active on entry needs (0 if none);
+- nothing is branched around: a false `if`, a `continue` or the exiting pass only masks
+  lanes, so a loop's body runs P + 1 times and each loop inside it is reached P + 1 times;
+  a loop reached with no active lane costs 1;
+- small constant-count loops with small bodies are unrolled and cost nothing; functions
+  count as inlined; once the budget is spent every loop runs one pass more and stops.
+
+Every entry point of both variants ends in a store loop whose last two decrements do no
+work, so a vector's results are right exactly when its count C is at most BUDGET + 1 (for
+the fast variant a few decrements early: its count is then an upper bound). Counts assume
+no additive mask (a mask only removes keys, so they are then upper bounds). The model is of
+the kernels in shaders/ as shipped: tests/test_limitations.py checks it against lavapipe at
+measured break points, so an edit that changes a kernel's loops shows there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ...config import AttentionConfig, ConfigError
+from ...kernels import FAST, FAST_ROWS
+
+BUDGET = 65535  # LP_MAX_TGSI_LOOP_ITERATIONS
+OK_LIMIT = BUDGET + 1  # the largest count whose results are still right
+SEED_TILE = 16  # FA2_TILE / FAB_TILE: keys or queries staged per step
+SEED_ROWS = 128  # FA2_ROWS / FAB_ROWS: rows (and invocations) per workgroup
+# lavapipe's maxStorageBufferBindingSize, which caps the fast backward's dQ partial sums
+LAVAPIPE_BINDING_CAP = 1 << 27
+
+Span = tuple[int, int]  # [begin, end)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ---- visibility as intervals (fa2_visible, fa2_key_range, the dK/dV query range) ----------
+def _keys_of_query(qi: int, cfg: AttentionConfig) -> Span:
+    if qi >= cfg.seq_q:
+        return (0, 0)
+    qa, lo, hi = qi + cfg.causal_offset, 0, cfg.seq_k
+    if cfg.causal:
+        hi = min(hi, qa + 1)
+    if cfg.window > 0:
+        lo, hi = max(lo, qa + 1 - cfg.window), min(hi, qa + cfg.window)
+    return (lo, hi)
+
+
+def _queries_of_key(kj: int, cfg: AttentionConfig) -> Span:
+    if kj >= cfg.seq_k:
+        return (0, 0)
+    off, lo, hi = cfg.causal_offset, 0, cfg.seq_q
+    if cfg.causal:
+        lo = max(lo, kj - off)
+    if cfg.window > 0:
+        lo, hi = max(lo, kj + 1 - cfg.window - off), min(hi, kj + cfg.window - off)
+    return (lo, hi)
+
+
+def key_range(q0: int, q1: int, cfg: AttentionConfig) -> Span:
+    """fa2_key_range: keys any query in [q0, q1] may see."""
+    end, begin = cfg.seq_k, 0
+    if cfg.causal:
+        end = min(end, q1 + cfg.causal_offset + 1)
+    if cfg.window > 0:
+        qa0 = q0 + cfg.causal_offset
+        begin = max(0, qa0 + 1 - cfg.window)
+        if not cfg.causal:
+            end = min(end, q1 + cfg.causal_offset + cfg.window)
+    return (begin, end)
+
+
+def query_range(k0: int, k1: int, cfg: AttentionConfig) -> Span:
+    """flash_bwd_dk_dv's (and ff_query_range's) queries that may see a key in [k0, k1]."""
+    off, begin, end = cfg.causal_offset, 0, cfg.seq_q
+    if cfg.causal and k0 > off:
+        begin = k0 - off
+    if cfg.window > 0:
+        end = min(end, k1 + cfg.window - off) if k1 + cfg.window > off else 0
+        if not cfg.causal and k0 + 1 > cfg.window + off:
+            begin = max(begin, k0 + 1 - cfg.window - off)
+    return (begin, end)
+
+
+def _union_size(spans: list[Span], base: int) -> tuple[int, int]:
+    """(positions in the union of spans, seed tiles [base + 16 t, + 16) holding one)."""
+    merged: list[Span] = []
+    for a, b in sorted(s for s in spans if s[1] > s[0]):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    tiles: set[int] = set()
+    for a, b in merged:
+        tiles.update(range((a - base) // SEED_TILE, (b - 1 - base) // SEED_TILE + 1))
+    return sum(b - a for a, b in merged), len(tiles)
+
+
+# ---- the seed variant: per SIMD vector of a 128-invocation workgroup ----------------------
+def _seed_load(lid0: int, d4: int) -> int:
+    """`for (var i = lid; i < 16 * d4; i += 128u)`: the vector's first lane's passes + 1."""
+    n = SEED_TILE * d4
+    return (_cdiv(n - lid0, SEED_ROWS) if lid0 < n else 0) + 1
+
+
+def _seed_key_tiles(q0: int, lid0: int, lanes: int, cfg: AttentionConfig) -> tuple[int, int, int]:
+    """A query-row vector's key tiles: (tiles of the workgroup's key range, keys some lane
+    sees, tiles holding one)."""
+    rows = [q0 + lid0 + i for i in range(lanes)]
+    kb, ke = key_range(q0, min(q0 + SEED_ROWS, cfg.seq_q) - 1, cfg)
+    tiles = _cdiv(ke - kb, SEED_TILE) if ke > kb else 0
+    return (tiles, *_union_size([_keys_of_query(q, cfg) for q in rows], kb))
+
+
+def _seed_fwd(q0: int, lid0: int, lanes: int, d4: int, cfg: AttentionConfig) -> int:
+    tiles, seen, busy = _seed_key_tiles(q0, lid0, lanes, cfg)
+    load = _seed_load(lid0, d4)
+    c = (d4 + 1) + (tiles + 1)  # Q into registers; the key-tile loop
+    c += tiles * (load + 34) + d4 * seen  # per tile: load, the score j loop and its dot loops
+    c += busy * (d4 + 35) + d4 * seen  # tiles some lane sees a key of: rescale, P V j loop
+    c += (tiles - busy) * 3 + 6  # the rest masked; the tile loop's exiting pass
+    return c + (d4 + 1 if q0 + lid0 < cfg.seq_q else 1)  # the store loop, in `if (valid)`
+
+
+def _seed_dq(q0: int, lid0: int, lanes: int, d4: int, cfg: AttentionConfig) -> int:
+    tiles, seen, _ = _seed_key_tiles(q0, lid0, lanes, cfg)
+    load = _seed_load(lid0, d4)
+    c = d4 + 1  # Q, dO, Delta into registers
+    c += tiles + 1 + tiles * (load + 34) + d4 * seen + 3  # sweep 1: the LSE
+    c += tiles + 1 + tiles * (load + 51) + 2 * d4 * seen + 4  # sweep 2: dQ
+    return c + (d4 + 1 if q0 + lid0 < cfg.seq_q else 1)
+
+
+def _seed_dkdv(k0: int, lid0: int, lanes: int, d4: int, cfg: AttentionConfig) -> int:
+    keys = [k0 + lid0 + i for i in range(lanes)]
+    qb, qe = query_range(k0, min(k0 + SEED_ROWS, cfg.seq_k) - 1, cfg)
+    qtiles = _cdiv(qe - qb, SEED_TILE) if qe > qb else 0
+    seen, _ = _union_size([_queries_of_key(k, cfg) for k in keys], qb)
+    group = cfg.num_heads // cfg.kv_heads
+    per_head = qtiles + 1 + qtiles * (_seed_load(lid0, d4) + 51) + 2 * d4 * seen + 4
+    c = (d4 + 1) + (group + 1) + group * per_head + 5  # K, V in; heads x query tiles
+    return c + (d4 + 1 if keys[0] < cfg.seq_k else 1)
+
+
+def _seed_vectors(rows: int, lanes: int) -> Iterator[tuple[int, int]]:
+    for w in range(_cdiv(rows, SEED_ROWS)):
+        for lid0 in range(0, SEED_ROWS, lanes):
+            yield w * SEED_ROWS, lid0
+
+
+def seed_counts(cfg: AttentionConfig, lanes: int = 8) -> dict[str, int]:
+    """The largest count C over the SIMD vectors of each seed entry point's dispatch."""
+    d4 = _cdiv(cfg.head_dim, 4)
+    entries = (
+        ("flash_fwd", _seed_fwd, cfg.seq_q),
+        ("flash_bwd_dq", _seed_dq, cfg.seq_q),
+        ("flash_bwd_dk_dv", _seed_dkdv, cfg.seq_k),
+    )
+    return {
+        entry: max(count(r0, lid0, lanes, d4, cfg) for r0, lid0 in _seed_vectors(rows, lanes))
+        for entry, count, rows in entries
+    }
+
+
+# ---- the fast variant: every loop is uniform, so every vector of a workgroup counts alike --
+def _fast_shape(head_dim: int) -> tuple[int, int, int]:
+    """(head_dim chunks of 32, ff_pv_tile passes over a full tile, rows per ff_pv_step)."""
+    vk = 16 if head_dim <= 64 else 8
+    return _cdiv(head_dim, 32), FAST_ROWS // (2 * vk), vk
+
+
+def _score_tile(chunks: int) -> int:
+    """ff_score_tile: its chunk loop around ff_scores_chunk's (not unrolled) 8-pass loop."""
+    return (chunks + 1) + 9 * chunks + 1
+
+
+def _pv_tile(rows_left: int, passes: int, vk: int) -> int:
+    """ff_pv_tile over an operand with rows_left >= 1 rows: passes of 2 vk rows, with a
+    `break` at the top of a pass past the rows and one between its two halves."""
+    halves = min(_cdiv(min(rows_left, FAST_ROWS), vk), 2 * passes)
+    if halves == 2 * passes:
+        return passes + 1
+    return (halves + 1) // 2 if halves % 2 else halves // 2 + 1
+
+
+def _fast_fwd(q0: int, cfg: AttentionConfig) -> int:
+    chunks, passes, vk = _fast_shape(cfg.head_dim)
+    kb, ke = key_range(q0, min(q0 + FAST_ROWS, cfg.seq_q) - 1, cfg)
+    c = sum(
+        _score_tile(chunks) + _pv_tile(cfg.seq_k - k0, passes, vk) + 1
+        for k0 in range(kb, ke, FAST_ROWS)
+    )
+    return c + 4  # the key-tile loop's exiting pass (masked) and its exit
+
+
+# Per key-tile pass: which GEMMs one query tile runs (score tiles, pv tiles over Q/dO rows,
+# pv tiles over K rows) and the decrements of its masked exiting pass.
+_KEY_PASSES = {
+    "fa2f_bwd_dk_dv": (2, 2, 1, 7),  # head_dim <= 64: S and dP; dV, dK; dQ
+    "fa2f_bwd_dv": (1, 1, 0, 3),  # head_dim > 64: S; dV
+    "fa2f_bwd_dk_dq": (2, 1, 1, 6),  # head_dim > 64: S and dP; dK; dQ
+}
+
+
+def _fast_key_pass(entry: str, slot: int, slots: int, cfg: AttentionConfig) -> int:
+    """ffb_key_tiles of workgroup `slot` of `slots`: key tiles slot, 2 slots - 1 - slot, ..."""
+    chunks, passes, vk = _fast_shape(cfg.head_dim)
+    scores, pv_q, pv_k, masked = _KEY_PASSES[entry]
+    group = cfg.num_heads // cfg.kv_heads
+    c, rnd = 0, 0
+    while rnd * slots * FAST_ROWS < cfg.seq_k:
+        k0 = (rnd * slots + (slots - 1 - slot if rnd & 1 else slot)) * FAST_ROWS
+        if k0 >= cfg.seq_k:
+            break
+        qb, qe = query_range(k0, min(k0 + FAST_ROWS, cfg.seq_k) - 1, cfg)
+        per_head = sum(
+            scores * _score_tile(chunks)
+            + pv_q * _pv_tile(cfg.seq_q - q0, passes, vk)
+            + pv_k * _pv_tile(cfg.seq_k - k0, passes, vk)
+            + 1
+            for q0 in range(qb, qe, FAST_ROWS)
+        )
+        c += group * (per_head + masked + 2) + masked + 3
+        rnd += 1
+    return c + masked + 3
+
+
+def fast_counts(cfg: AttentionConfig) -> dict[str, int]:
+    """The largest count C over the workgroups of each fast entry point's dispatch."""
+    try:
+        slots = FAST.for_head_dim(cfg.head_dim).dq_slots(cfg, LAVAPIPE_BINDING_CAP)
+    except ConfigError:  # refused before any GPU work: nothing runs
+        return {}
+    out = {
+        "fa2f_fwd": max(_fast_fwd(q0, cfg) for q0 in range(0, cfg.seq_q, FAST_ROWS)),
+        "fa2f_bwd_pre": _cdiv(cfg.head_dim, 4) + 1,  # its head_dim loop
+        "fa2f_bwd_dq_sum": slots + 1,  # its loop over the partial sums
+    }
+    tiles = _cdiv(cfg.seq_k, FAST_ROWS)
+    passes = [("fa2f_bwd_dk_dv", slots)]
+    if cfg.head_dim > 64:  # the dV pass takes one key tile per workgroup
+        passes = [("fa2f_bwd_dv", tiles), ("fa2f_bwd_dk_dq", slots)]
+    for entry, n in passes:
+        out[entry] = max(_fast_key_pass(entry, s, n, cfg) for s in range(n))
+    return out
+
+
+def loop_counts(variant: str, cfg: AttentionConfig, lanes: int = 8) -> dict[str, int]:
+    """Each entry point's largest count per SIMD vector of `lanes`; {} for a variant this
+    model does not know."""
+    if variant == "seed":
+        return seed_counts(cfg, lanes)
+    if variant == "fast":
+        return fast_counts(cfg)
+    return {}
+
+
+def over_budget(variant: str, cfg: AttentionConfig, lanes: int = 8) -> dict[str, int]:
+    """The entry points whose count passes the budget (their results are cut short)."""
+    return {e: c for e, c in loop_counts(variant, cfg, lanes).items() if c > OK_LIMIT}
+
+
+def lanes_of(adapter: str) -> int:
+    """lavapipe's SIMD width from its adapter name ("... 256 bits ..." -> 8 lanes of f32)."""
+    for bits in (512, 256, 128):
+        if f"{bits} bits" in adapter:
+            return bits // 32
+    return 8

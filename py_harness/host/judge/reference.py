@@ -1,0 +1,159 @@
+"""NumPy reference for the WGSL FlashAttention-2 kernels (forward and backward).
+
+Conventions (shaders/flash_attention_v2.wgsl):
+  q, o, d_out: [B, Sq, H, D];  k, v, dk, dv: [B, Sk, Hkv, D];  lse: [B, H, Sq].
+  Query head h reads KV head h // (H // Hkv).
+  Score s = scale * q . k + mask[b, h, qi, kj]; a score <= MASKED (-1e30, -inf
+  included) is absent (not a large negative number, unlike PyTorch).
+  A row without any present key: o = 0, lse = EMPTY_LSE, no gradient.
+  Dropout multiplies P by M (dropout.py); the softmax denominator counts every key.
+
+dtype=float64 is the high-precision reference; dtype=float32 is the "same
+precision" plain formula that FlashAttention's rule measures the kernel against.
+Scores are computed as q @ (scale * k)^T in both: the forward and dq kernels scale
+q instead (dk/dv scales k), so the float32 path carries a reordering error of the
+kind the kernels have.
+
+Host-only module; nothing that runs in Pyodide imports it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike, NDArray
+
+from py_harness.host.judge.dropout import dropout_multiplier
+
+MASKED = -1.0e30  # FA2_MASKED: a score <= this is masked
+EMPTY_LSE = 3.0e38  # FA2_EMPTY_LSE: lse of a row with no unmasked key
+
+Array = NDArray[np.floating]
+
+
+def visible_mask(
+    seq_q: int, seq_k: int, *, causal: bool = False, causal_offset: int = 0, window: int = 0
+) -> NDArray[np.bool_]:
+    """[Sq, Sk] bool: key kj is visible to query qi (fa2_visible).
+
+    qa = qi + causal_offset; visible iff (not causal or kj <= qa) and
+    (window <= 0 or |qa - kj| < window). kj < Sk holds by construction.
+    """
+    qa = np.arange(seq_q, dtype=np.int64)[:, None] + int(causal_offset)
+    kj = np.arange(seq_k, dtype=np.int64)[None, :]
+    vis = np.ones((seq_q, seq_k), dtype=bool)
+    if causal:
+        vis &= kj <= qa
+    if window > 0:
+        vis &= np.abs(qa - kj) < window
+    return vis
+
+
+def _heads(x: ArrayLike, num_heads: int, dtype: DTypeLike) -> Array:
+    """[B, S, Hx, D] -> [B, H, S, D] in dtype, each KV head repeated H // Hx times."""
+    x = np.asarray(x)
+    return np.repeat(x, num_heads // x.shape[2], axis=2).transpose(0, 2, 1, 3).astype(dtype)
+
+
+def _fold_heads(x: Array, num_kv_heads: int) -> Array:
+    """[B, H, Sk, D] -> [B, Sk, Hkv, D], summing the query heads that share a KV head."""
+    b, h, s, d = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, s, num_kv_heads, h // num_kv_heads, d).sum(3)
+
+
+def _probs(q, k, v, mask, causal, causal_offset, window, scale, dtype):
+    """Softmax weights P [B, H, Sq, Sk] (0 where masked), lse [B, H, Sq], the f32 scale."""
+    q, k = np.asarray(q), np.asarray(k)
+    b, sq, h, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    if k.shape[0] != b or k.shape[3] != d or hkv == 0 or h % hkv or np.shape(v) != k.shape:
+        raise ValueError(f"shapes q {q.shape}, k {k.shape}, v {np.shape(v)} do not match")
+    # The kernel receives scale and mask as float32: use exactly those values.
+    scale = np.dtype(dtype).type(np.float32(1.0 / np.sqrt(d) if scale is None else scale))
+    kh = _heads(k, h, dtype)
+    s = _heads(q, h, dtype) @ (kh * scale).swapaxes(-1, -2)
+    if mask is not None:
+        mask = np.asarray(mask, dtype=np.float32)
+        if mask.ndim > 4:
+            raise ValueError(f"mask has {mask.ndim} dims, at most 4 allowed")
+        s = s + np.broadcast_to(mask, (b, h, sq, sk)).astype(dtype)
+    valid = visible_mask(sq, sk, causal=causal, causal_offset=causal_offset, window=window)
+    valid = valid & (s > MASKED)  # also drops NaN scores
+    # Row max over present keys only; empty rows get m = -inf, replaced by 0 so
+    # that no inf - inf (NaN) or exp overflow ever happens.
+    m = np.max(s, axis=-1, where=valid, initial=-np.inf, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    e = np.exp(np.where(valid, s - m, -np.inf))
+    den = e.sum(-1, keepdims=True)
+    present = den > 0
+    den = np.where(present, den, 1)
+    lse = np.where(present, m + np.log(den), EMPTY_LSE)[..., 0]
+    return e / den, lse.astype(dtype), scale
+
+
+def attention_ref(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    *,
+    mask: ArrayLike | None = None,
+    causal: bool = False,
+    causal_offset: int = 0,
+    window: int = 0,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    scale: float | None = None,
+    dtype: DTypeLike = np.float64,
+) -> tuple[Array, Array]:
+    """Forward reference: returns (o [B, Sq, H, D], lse [B, H, Sq]) in dtype.
+
+    q: [B, Sq, H, D]; k, v: [B, Sk, Hkv, D] with H % Hkv == 0.
+    mask: additive float mask, any shape (ndim <= 4) that broadcasts to [B, H, Sq, Sk].
+    scale: defaults to 1 / sqrt(D); rounded to float32 like the kernel's parameter.
+    dropout_p, seed: the kernel's dropout (dropout.dropout_multiplier).
+    """
+    p, lse, _ = _probs(q, k, v, mask, causal, causal_offset, window, scale, dtype)
+    b, h, sq, sk = p.shape
+    mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, dtype)
+    o = (p * mult) @ _heads(v, h, dtype)
+    return o.transpose(0, 2, 1, 3), lse
+
+
+def attention_bwd_ref(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    o: ArrayLike | None,
+    d_out: ArrayLike,
+    *,
+    mask: ArrayLike | None = None,
+    causal: bool = False,
+    causal_offset: int = 0,
+    window: int = 0,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    scale: float | None = None,
+    dtype: DTypeLike = np.float64,
+) -> tuple[Array, Array, Array]:
+    """Backward reference: returns (dq [B, Sq, H, D], dk, dv [B, Sk, Hkv, D]) in dtype.
+
+    The gradient of sum(O * d_out) w.r.t. q, k, v for a fixed dropout mask M:
+      dV_j = sum_i P_ij M_ij dO_i;  Delta_i = dO_i . O_i;
+      dS_ij = P_ij (M_ij dO_i . V_j - Delta_i);
+      dQ_i = scale sum_j dS_ij K_j;  dK_j = scale sum_i dS_ij Q_i,
+    dK and dV summed over the query heads sharing a KV head. o: [B, Sq, H, D], the
+    forward output that Delta uses (pass the kernel's O to mirror the kernel);
+    None uses this reference's own O. Other arguments as in attention_ref.
+    """
+    p, _, scale = _probs(q, k, v, mask, causal, causal_offset, window, scale, dtype)
+    b, h, sq, sk = p.shape
+    hkv = np.shape(k)[2]
+    mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, dtype)
+    qh, kh, vh = _heads(q, h, dtype), _heads(k, h, dtype), _heads(v, h, dtype)
+    doh = _heads(d_out, h, dtype)
+    oh = (p * mult) @ vh if o is None else _heads(o, h, dtype)
+    delta = np.sum(doh * oh, axis=-1, keepdims=True)  # [B, H, Sq, 1]
+    dv = (p * mult).swapaxes(-1, -2) @ doh
+    ds = p * (mult * (doh @ vh.swapaxes(-1, -2)) - delta)  # 0 wherever P is 0
+    dq = scale * (ds @ kh)
+    dk = scale * (ds.swapaxes(-1, -2) @ qh)
+    return dq.transpose(0, 2, 1, 3), _fold_heads(dk, hkv), _fold_heads(dv, hkv)

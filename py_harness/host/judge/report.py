@@ -1,0 +1,159 @@
+"""What a run reports beyond pass and fail: each case's outcome over its draws, the case x
+runtime matrix, and where runtimes disagree (pytest_plugin.py prints them and writes JSON)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .inputs import CaseResult
+from .limitations import Coverage
+from .verdict import OUTPUTS
+
+SHORT = {"o": "O", "lse": "LSE", "dq": "dQ", "dk": "dK", "dv": "dV"}
+
+
+@dataclass
+class Outcome:
+    """One case on one runtime, over one or more input draws. status: pass, fail, error,
+    known (a failure a declared kernel flaw covers), unsupported (a declared driver
+    limitation covers the case: not run) or stale (a declared limitation whose reproducer
+    no longer reproduces it: the declaration is out of date, which fails)."""
+
+    case_id: str
+    runtime: str
+    status: str
+    ratio: float  # worst error / bound over O..dV and the draws (inf on error, nan if not run)
+    detail: str = ""
+    result: CaseResult | None = field(default=None, repr=False)  # draw 0's
+    draw_ratios: list[dict[str, float]] = field(default_factory=list)  # each draw's, by output
+    failed_draws: int = 0  # draws that failed (a covered kernel flaw's included)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("pass", "known", "unsupported")
+
+    def to_json(self) -> dict[str, Any]:
+        d = {"case": self.case_id, "runtime": self.runtime, "status": self.status}
+        d["worst_ratio"] = self.ratio if math.isfinite(self.ratio) else None
+        d["draws"] = len(self.draw_ratios)
+        d["failed_draws"] = self.failed_draws
+        d["draw_ratios"] = [
+            {n: _finite(r) for n, r in ratios.items()} for ratios in self.draw_ratios
+        ]
+        if self.detail:
+            d["detail"] = self.detail
+        if self.result is not None:
+            d.update(self.result.to_json())
+        return d
+
+
+def outcome(results: list[CaseResult], covered: Coverage | None) -> Outcome:
+    """The outcome of a case's draws (results[0] is draw 0) on one runtime. A kernel flaw
+    that covers the case turns its failures into `known`."""
+    first = results[0]
+    ratios = [{r.name: r.ratio for r in res.reports} for res in results]
+    failed = [res for res in results if not res.passed]
+    detail = ""
+    if not failed:
+        status = "pass"
+    elif covered is not None:
+        status, detail = "known", str(covered)
+    else:
+        status = "fail"
+    if failed and status == "fail":
+        worst = max(failed, key=lambda res: max(r.ratio for r in res.reports))
+        where = f"draw {worst.draw} of {len(results)}: " if len(results) > 1 else ""
+        detail = where + worst.failures()
+    worst = max(max(r.values()) for r in ratios)
+    return Outcome(first.case_id, first.runtime, status, worst, detail, first, ratios, len(failed))
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no inf or NaN: None stands for them."""
+    return x if math.isfinite(x) else None
+
+
+def cell(row: dict[str, Any]) -> str:
+    """A matrix cell for an outcome's JSON (Outcome.to_json)."""
+    ratio = row.get("worst_ratio")
+    draws, failed = row.get("draws", 0), row.get("failed_draws", 0)
+    of = f" {failed}/{draws}" if draws > 1 and failed else ""
+    return {
+        "pass": "pass" if ratio is None else f"pass {ratio:.2f}",
+        "fail": f"FAIL{of} {ratio if ratio is not None else math.inf:.3g}",
+        "known": f"known{of} {ratio if ratio is not None else math.inf:.3g}",
+        "unsupported": "unsupported",
+        "stale": "STALE",
+        "error": "ERROR",
+    }[row["status"]]
+
+
+def matrix(rows: list[dict[str, Any]], runtimes: list[str], case_ids: list[str]) -> str:
+    """Rows: cases; columns: runtimes; cells: status and worst error / bound."""
+    by_key = {(r["case"], r["runtime"]): r for r in rows}
+    width = max(len(c) for c in case_ids)
+    lines = [f"{'case':<{width}}  " + "  ".join(f"{r:>14}" for r in runtimes)]
+    for case_id in case_ids:
+        cells = [cell(by_key[(case_id, r)]) if (case_id, r) in by_key else "-" for r in runtimes]
+        lines.append(f"{case_id:<{width}}  " + "  ".join(f"{c:>14}" for c in cells))
+    return "\n".join(lines)
+
+
+def save_outputs(result: CaseResult, folder: Path, variant: str) -> Path:
+    """A result's outputs and bounds as .npz, for disagreements() after the run (pytest-xdist
+    runs runtimes in different processes)."""
+    path = folder / f"{variant}--{result.case_id}--{result.runtime}.npz"
+    bounds = {f"bound_{r.name}": np.float64(r.bound) for r in result.reports}
+    np.savez(path, **result.outputs, **bounds)
+    return path
+
+
+def disagreements(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each (variant, case)'s worst difference between two runtimes' outputs (the files that
+    rows name in "outputs_file", save_outputs), against the bound of the rule: 1.0 means
+    the runtimes differ by as much as the kernel may err."""
+    groups: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+    for row in rows:
+        if row.get("outputs_file"):
+            key = (row.get("variant", ""), row["case"])
+            groups.setdefault(key, []).append((row["runtime"], np.load(row["outputs_file"])))
+    found = []
+    for (variant, case_id), runs in groups.items():
+        worst: dict[str, Any] | None = None
+        for i, (rt_a, a) in enumerate(runs):
+            for rt_b, b in runs[i + 1 :]:
+                for name in OUTPUTS:
+                    if name == "lse" or name not in a.files or name not in b.files:
+                        continue  # empty rows hold a sentinel in LSE; O covers the forward
+                    diff = np.abs(a[name].astype(np.float64) - b[name])
+                    at = np.unravel_index(int(np.argmax(diff)), diff.shape)
+                    row = {
+                        "variant": variant,
+                        "case": case_id,
+                        "runtimes": [rt_a, rt_b],
+                        "tensor": name,
+                        "max_abs_diff": float(diff[at]),
+                        "at": [int(i) for i in at],
+                        "ratio_to_bound": float(diff[at] / a[f"bound_{name}"]),
+                    }
+                    if worst is None or row["ratio_to_bound"] > worst["ratio_to_bound"]:
+                        worst = row
+        if worst is not None:
+            found.append(worst)
+    return found
+
+
+def format_disagreements(rows: list[dict[str, Any]]) -> str:
+    lines = []
+    for row in rows:
+        a, b = row["runtimes"]
+        lines.append(
+            f"{row['case']:<38} {a} vs {b}: {SHORT[row['tensor']]} differs by "
+            f"{row['max_abs_diff']:.2e} at {tuple(row['at'])} ({row['ratio_to_bound']:.2f} x bound)"
+        )
+    return "\n".join(lines)

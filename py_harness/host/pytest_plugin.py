@@ -1,0 +1,415 @@
+"""The harness as a pytest plugin (entry point `pytest11: py_harness`): what a team with its own
+WGSL kernels uses, and what the project's own tests and the `check` command use.
+
+Options (also as ini keys, see `pytest --help`): `--runtime`, `--variant`, `--variant-file`,
+`--draws`, `--long`, `--case`, `--harness-json`, `--browser-ws`.
+
+Fixtures, in scope order: `harness_server` (the page server, wheel built), `chromium_launch_args`
+(override to change Chromium's path or flags), `launched` (each runtime launched once),
+`chromium` (the Playwright browser), `harness` (a session on one runtime, parametrized over
+`--runtime`, one per module), `variant` (parametrized over `--variant`), `matrix_case`
+(parametrized over the case matrix, smoke cases marked `smoke`), `case_inputs` (the inputs
+of a case's draw), `judge` (judges outputs from arrays) and `run_case` (runs and judges a case
+on `harness`, skipping what a variant or driver does not support and xfailing declared kernel
+flaws). A whole matrix test is:
+
+    def test_case(run_case, matrix_case):
+        run_case(matrix_case)
+
+Markers: `smoke`, `long` (skipped unless --long), `browser` (needs a WebGPU runtime), `slow`,
+and `needs_adapter(feature=..., limits={...})`, which skips a test whose session's adapter
+lacks a feature or limit. Known kernel flaws and driver limitations are data
+(judge/limitations.py), not markers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ..kernels import VARIANTS
+from . import variants as variant_registry
+from .engine import evaluate
+from .judge import limitations, report
+from .judge.cases import CASES, Case, by_id
+from .judge.inputs import make_inputs
+from .judge.limitations import Limitation, case_coverage
+from .judge.verdict import judge_outputs
+from .runtimes.chromium import chromium_launch_args as default_launch_args
+from .runtimes.registry import RUNTIMES, Launched, parse_runtimes, runtime
+from .runtimes.sessions import Session
+
+OUTCOME_PROPERTY = "harness_outcome"  # a test's Outcome, as JSON in its user_properties
+ADAPTER_PROPERTY = "harness_adapter"  # {runtime: adapter info}
+MARKERS = (
+    "browser: needs a WebGPU runtime (a browser, Node or a native backend)",
+    "slow: takes more than a few seconds",
+    "smoke: the fast subset of the case matrix",
+    "long: a GPU-sized case, skipped unless --long",
+    "needs_adapter(feature=None, limits=None): skip unless the session's adapter has the "
+    "feature and the limits (a dict of minimums)",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("py-harness", "WGSL attention kernels judged on WebGPU")
+    group.addoption(
+        "--runtime",
+        default=None,
+        help=f"comma-separated WebGPU runtimes: {', '.join(RUNTIMES)} or all "
+        "(default: ini harness_runtimes, else all)",
+    )
+    group.addoption(
+        "--variant",
+        default=None,
+        help="comma-separated kernel variants, built in "
+        f"({', '.join(VARIANTS)}) or from --variant-file (default: ini harness_variants, "
+        "else every variant)",
+    )
+    group.addoption(
+        "--variant-file",
+        action="append",
+        default=[],
+        type=Path,
+        help="a TOML file declaring a kernel variant (repeatable; docs/own-kernels.md)",
+    )
+    group.addoption(
+        "--draws",
+        type=int,
+        default=1,
+        help="judge each matrix case on N seeded input draws (default 1: draw 0)",
+    )
+    group.addoption(
+        "--long", action="store_true", help="also run the long cases (GPU-sized; slow on CPUs)"
+    )
+    group.addoption(
+        "--case", action="append", default=[], help="only this matrix case id (repeatable)"
+    )
+    group.addoption(
+        "--shaders",
+        type=Path,
+        help="judge the built-in variants with the .wgsl files of this folder (an edited copy)",
+    )
+    group.addoption("--harness-json", type=Path, help="write the matrix's outcomes here as JSON")
+    group.addoption(
+        "--browser-ws",
+        default=None,
+        help="reach Chromium through a Playwright browser server at this ws:// endpoint "
+        "(`py-harness browser-server` starts one) instead of launching it",
+    )
+    parser.addini("harness_runtimes", "default for --runtime", default="")
+    parser.addini("harness_variants", "default for --variant", default="")
+    parser.addini(
+        "harness_variant_files", "variant TOML files, relative to the ini file", type="paths"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    if config.getoption("--draws") < 1:
+        raise pytest.UsageError(f"--draws: must be >= 1, got {config.getoption('--draws')}")
+    files = [*config.getini("harness_variant_files"), *config.getoption("--variant-file")]
+    try:
+        for path in files:
+            variant_registry.load_file(Path(path))
+        if config.getoption("--shaders"):
+            variant_registry.use_shader_dir(config.getoption("--shaders"))
+        config.harness_runtimes = parse_runtimes(_setting(config, "runtime", "all"))
+        config.harness_variants = variant_registry.parse(_setting(config, "variant", "all"))
+        config.harness_cases = [by_id(c) for c in config.getoption("--case")]
+    except (KeyError, ValueError, OSError) as exc:
+        raise pytest.UsageError(str(exc.args[0] if isinstance(exc, KeyError) else exc)) from None
+    config.pluginmanager.register(Results(config), "py-harness-results")
+    # Where each run leaves its outputs, so that runtimes can be compared after the run even
+    # when pytest-xdist ran them in different processes (workers inherit the variable).
+    if "HARNESS_OUTPUTS_DIR" not in os.environ:
+        os.environ["HARNESS_OUTPUTS_DIR"] = tempfile.mkdtemp(prefix="harness-outputs-")
+
+
+def _setting(config: pytest.Config, name: str, default: str) -> str:
+    return config.getoption(f"--{name}") or config.getini(f"harness_{name}s") or default
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--long") or config.harness_cases:
+        return
+    skip = pytest.mark.skip(reason="a long case: run with --long (GPU-sized; slow on CPUs)")
+    for item in items:
+        if "long" in item.keywords:
+            item.add_marker(skip)
+
+
+def _marks(case: Case) -> list[pytest.MarkDecorator]:
+    return [m for m, on in ((pytest.mark.smoke, case.smoke), (pytest.mark.long, case.long)) if on]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    config = metafunc.config
+    if "harness" in metafunc.fixturenames:
+        metafunc.parametrize("harness", config.harness_runtimes, indirect=True, scope="module")
+    if "variant" in metafunc.fixturenames:
+        metafunc.parametrize("variant", config.harness_variants)
+    if "matrix_case" in metafunc.fixturenames:
+        cases = config.harness_cases or CASES
+        params = [pytest.param(c, id=c.id, marks=_marks(c)) for c in cases]
+        metafunc.parametrize("matrix_case", params)
+    if "limitation" in metafunc.fixturenames:
+        smoke = pytest.mark.smoke  # reproducers are quick, and a stale one must show early
+        params = [pytest.param(lim, id=lim.name, marks=smoke) for lim in limitations.LIMITATIONS]
+        metafunc.parametrize("limitation", params)
+
+
+# ---- runtimes ---------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def harness_server() -> Iterator[str]:
+    """The harness server on a free loopback port, with the Pyodide wheel and lock built."""
+    from .serving.build_wheel import build
+    from .serving.server import start_server, stop
+
+    build(log=lambda _msg: None)
+    server, base_url = start_server()
+    yield base_url
+    stop(server)
+
+
+@pytest.fixture(scope="session")
+def chromium_launch_args(pytestconfig: pytest.Config) -> dict[str, Any]:
+    """Override this fixture to change Chromium's path or flags."""
+    if pytestconfig.getoption("--browser-ws"):
+        return {}  # the browser server decides them, on its machine (this one needs none)
+    return default_launch_args()
+
+
+@pytest.fixture(scope="session")
+def launched(
+    pytestconfig: pytest.Config, chromium_launch_args: dict[str, Any]
+) -> Iterator[dict[str, Launched]]:
+    """Each runtime launched at most once per test session (per xdist worker), on first use."""
+    options = {"launch_args": chromium_launch_args}
+    if pytestconfig.getoption("--browser-ws"):
+        options["ws_endpoint"] = pytestconfig.getoption("--browser-ws")
+    with contextlib.ExitStack() as stack:
+
+        class Lazy(dict):
+            def __missing__(self, name: str) -> Launched:
+                self[name] = stack.enter_context(runtime(name).launch(**options))
+                return self[name]
+
+        yield Lazy()
+
+
+def _missing(name: str, config: pytest.Config) -> str | None:
+    if name == "chromium" and config.getoption("--browser-ws"):
+        return None  # the browser is on the server's side
+    return runtime(name).missing()
+
+
+@pytest.fixture(scope="session")
+def chromium(pytestconfig: pytest.Config, launched: dict[str, Launched]) -> Any:
+    """The session's Playwright Chromium browser (for tests that drive pages themselves)."""
+    reason = _missing("chromium", pytestconfig)
+    if reason:
+        pytest.skip(reason)
+    return launched["chromium"].browser  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def harness(request: pytest.FixtureRequest, launched: dict[str, Launched]) -> Iterator[Session]:
+    """A loaded harness on the runtime the test is parametrized with (one per module)."""
+    rt = runtime(request.param)
+    reason = _missing(rt.name, request.config)
+    if reason:
+        pytest.skip(f"{rt.name} not available: {reason}")
+    base_url = request.getfixturevalue("harness_server") if rt.needs_server else ""
+    handle = launched[rt.name]
+    session = handle.new_session(base_url)
+    yield session
+    handle.close_session(session)
+
+
+@pytest.fixture(autouse=True)
+def _needs_adapter(request: pytest.FixtureRequest) -> None:
+    """Applies the needs_adapter marker to tests that use a harness session."""
+    mark = request.node.get_closest_marker("needs_adapter")
+    if mark is None or "harness" not in request.fixturenames:
+        return
+    adapter = request.getfixturevalue("harness").adapter()
+    feature = mark.kwargs.get("feature")
+    if feature and feature not in adapter["features"]:
+        pytest.skip(f"the adapter lacks the feature {feature!r}")
+    for name, least in (mark.kwargs.get("limits") or {}).items():
+        if adapter["limits"].get(name, 0) < least:
+            pytest.skip(f"the adapter's {name} is {adapter['limits'].get(name)} < {least}")
+
+
+# ---- judging ----------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def draws(pytestconfig: pytest.Config) -> int:
+    """How many input draws each matrix case is judged on (--draws)."""
+    return pytestconfig.getoption("--draws")
+
+
+@pytest.fixture
+def case_inputs(matrix_case: Case) -> dict[str, np.ndarray]:
+    """Draw 0's inputs of the case (q, k, v, d_out and the mask, float32 arrays)."""
+    return make_inputs(matrix_case)
+
+
+@pytest.fixture(scope="session")
+def judge() -> Callable[..., Any]:
+    """verdict.judge_outputs: (config, inputs, outputs) arrays -> (reports, references)."""
+    return judge_outputs
+
+
+@pytest.fixture
+def run_case(
+    request: pytest.FixtureRequest, harness: Session, variant: str, draws: int
+) -> Callable[[Case], report.Outcome]:
+    """run_case(case): the case on `harness` with `variant` over --draws input draws. Skips
+    what the variant does not support or a declared driver limitation covers, xfails a
+    declared kernel flaw's failure, and fails with the report otherwise."""
+
+    def run(case: Case) -> report.Outcome:
+        node = request.node
+        refusal = variant_registry.refusal(variant, case.config())
+        if refusal:
+            pytest.skip(refusal)
+        adapter = harness.adapter_name()
+        _record_adapter(node, harness)
+        covered = case_coverage(variant, adapter, case)
+        if covered is not None and covered.status == "unsupported":
+            o = report.Outcome(case.id, harness.runtime, "unsupported", float("nan"), str(covered))
+            _record(node, o, variant)
+            pytest.skip(str(covered))
+        try:
+            results = [evaluate(case, harness, variant=variant, draw=d) for d in range(draws)]
+        except Exception as exc:  # recorded as an error for the matrix, then raised as it is
+            error = f"{type(exc).__name__}: {exc}"
+            o = report.Outcome(case.id, harness.runtime, "error", math.inf, error)
+            _record(node, o, variant)
+            raise
+        o = report.outcome(results, covered)
+        saved = report.save_outputs(results[0], Path(os.environ["HARNESS_OUTPUTS_DIR"]), variant)
+        _record(node, o, variant, str(saved))
+        if o.status == "known":
+            pytest.xfail(o.detail)
+        assert o.status == "pass", f"{case.id} ({variant}) on {harness.runtime}:\n{o.detail}"
+        return o
+
+    return run
+
+
+@pytest.fixture
+def check_limitation(
+    request: pytest.FixtureRequest, harness: Session, variant: str
+) -> Callable[[Limitation], None]:
+    """check_limitation(lim): runs a declared limitation's reproducer where it applies; one
+    that no longer reproduces fails as stale (its declaration is out of date)."""
+
+    def run(lim: Limitation) -> None:
+        follows = variant_registry.limitations_of(variant)
+        if follows not in lim.variants or not lim.applies_to(harness.adapter_name()):
+            pytest.skip(f"{lim.name} does not concern {variant} on this adapter")
+        still, what = lim.reproduce(harness)
+        status = "pass" if still else "stale"
+        detail = what if still else f"declared, but no longer reproduces: {what}"
+        o = report.Outcome(f"limitation:{lim.name}", harness.runtime, status, float("nan"), detail)
+        _record(request.node, o, variant)
+        assert still, f"limitation {lim.name} on {harness.runtime}: {detail}"
+
+    return run
+
+
+def _record_adapter(node: pytest.Item, harness: Session) -> None:
+    info = {harness.runtime: harness.adapter()["info"]}
+    node.user_properties.append((ADAPTER_PROPERTY, json.dumps(info)))
+
+
+def _record(node: pytest.Item, o: report.Outcome, variant: str, outputs: str = "") -> None:
+    row = {**o.to_json(), "variant": variant, "outputs_file": outputs}
+    node.user_properties.append((OUTCOME_PROPERTY, json.dumps(row)))
+
+
+# ---- reporting: the matrix, disagreements, JSON -----------------------------------------
+class Results:
+    """Collects the outcomes run_case and check_limitation record (in this process or, under
+    pytest-xdist, in a worker: user_properties travel with the report), then prints the
+    case x runtime matrix and the disagreements, and writes --harness-json."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.rows: list[dict[str, Any]] = []
+        self.adapters: dict[str, Any] = {}
+        self.t0 = time.perf_counter()
+        self.first_result_s: float | None = None  # configure to the first verdict
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for key, value in report.user_properties:
+            if key == OUTCOME_PROPERTY and report.when == "call":
+                self.rows.append(json.loads(value))
+                if self.first_result_s is None:
+                    self.first_result_s = time.perf_counter() - self.t0
+            elif key == ADAPTER_PROPERTY:
+                self.adapters.update(json.loads(value))
+
+    def _ordered(self) -> list[dict[str, Any]]:
+        """The rows in --variant, --runtime and case-matrix order, not in the order they
+        arrived: under pytest-xdist that order depends on scheduling, and the matrix, the
+        JSON and which runtime is named first in a disagreement must not."""
+        variants = {v: i for i, v in enumerate(self.config.harness_variants)}
+        runtimes = {r: i for i, r in enumerate(self.config.harness_runtimes)}
+        cases = {c.id: i for i, c in enumerate(CASES)}
+
+        def key(r: dict[str, Any]) -> tuple[int, int, int, str]:
+            # Limitations' rows ("limitation:NAME") first, as the matrix shows them.
+            v, rt = variants.get(r["variant"], -1), runtimes.get(r["runtime"], -1)
+            return v, rt, cases.get(r["case"], -1), r["case"]
+
+        return sorted(self.rows, key=key)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.rows or hasattr(self.config, "workerinput"):
+            return
+        rows, write = self._ordered(), terminalreporter.write_line
+        runtimes = list(dict.fromkeys(r["runtime"] for r in rows))
+        compared = report.disagreements(rows)
+        for variant in dict.fromkeys(r["variant"] for r in rows):
+            mine = [r for r in rows if r["variant"] == variant]
+            terminalreporter.section(f"py-harness: {variant}, case x runtime (error / bound)")
+            ids = list(dict.fromkeys(r["case"] for r in mine if r["case"].startswith("lim")))
+            ids += [c.id for c in CASES if any(r["case"] == c.id for r in mine)]
+            write(report.matrix(mine, runtimes, ids))
+            theirs = sorted(
+                (d for d in compared if d["variant"] == variant), key=lambda d: -d["ratio_to_bound"]
+            )
+            if len(runtimes) > 1 and theirs:
+                write("where runtimes disagree most, per case (difference / the rule's bound):")
+                write(report.format_disagreements(theirs))
+        wall = time.perf_counter() - self.t0
+        write(f"py-harness: first verdict after {self.first_result_s:.1f} s, wall {wall:.1f} s")
+        path = self.config.getoption("--harness-json")
+        if path:
+            summary = {
+                "variants": self.config.harness_variants,
+                "draws": self.config.getoption("--draws"),
+                "runtimes": runtimes,
+                "adapters": self.adapters,
+                "results": rows,
+                "disagreements": compared,
+                "wall_s": time.perf_counter() - self.t0,
+                "first_result_s": self.first_result_s,
+            }
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(summary, indent=1))
+            write(f"py-harness: results written to {path}")

@@ -1,0 +1,61 @@
+"""`python -m py_harness.host.runtimes.native_worker IMPLEMENTATION`: the harness service on a
+native backend (gpu/native.py: "dawn" or "wgpu") in a child process of its own, speaking
+the worker protocol of workers.py on stdin / stdout.
+
+The device is requested before the ready line, so a missing driver fails the start with
+the implementation's own words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import traceback
+
+from ...service import ENTRIES
+from .sessions import native_service
+from .workers import RS
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(
+            "usage: python -m py_harness.host.runtimes.native_worker IMPLEMENTATION",
+            file=sys.stderr,
+        )
+        return 2
+    # The protocol gets the real stdout; everything else printed, by Python or by native
+    # code, goes to stderr.
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+
+    def say(call_id: int | None, status: str, value: str, stack: str | None) -> None:
+        protocol.write(RS + json.dumps([call_id, status, value, stack]) + "\n")
+
+    loop = asyncio.new_event_loop()
+    t0 = time.perf_counter()
+    try:
+        service = native_service(argv[0])
+        loop.run_until_complete(service.device())
+    except Exception as exc:
+        say(None, "error", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+        return 1
+    say(None, "ok", json.dumps({"totalMs": round((time.perf_counter() - t0) * 1e3, 1)}), None)
+    for line in sys.stdin:
+        call_id, entry, request_json = json.loads(line)
+        if entry not in ENTRIES:
+            say(call_id, "error", f"no entry {entry!r} (has: {', '.join(ENTRIES)})", None)
+            continue
+        try:
+            value = loop.run_until_complete(getattr(service, entry)(request_json))
+            say(call_id, "ok", value, None)
+        except Exception:  # the message is the traceback, as the page's is
+            say(call_id, "error", traceback.format_exc(), None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

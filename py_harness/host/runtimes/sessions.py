@@ -1,0 +1,184 @@
+"""Host-side handles on a runtime: a page in a browser, or wgpu-py in this process.
+
+Both speak the HarnessService JSON API (see py_harness/service.py), so a case runs
+through the same code path everywhere; only the transport differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .. import paths
+
+if TYPE_CHECKING:
+    from ...service import HarnessService
+
+HARNESS_PAGE = "/web/harness.html"
+
+
+class PageError(RuntimeError):
+    """An exception raised inside the page; carries the Python traceback from Pyodide."""
+
+    def __init__(self, entry: str, message: str, stack: str | None) -> None:
+        super().__init__(f"{entry} failed in the page:\n{message}")
+        self.page_message = message
+        self.page_stack = stack
+
+
+class Session(Protocol):
+    runtime: str
+
+    def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]: ...
+
+    def adapter(self) -> dict[str, Any]: ...
+
+    def adapter_name(self) -> str: ...
+
+
+class _AdapterName:
+    _adapter: dict[str, Any] | None = None
+    _adapter_name: str | None = None
+
+    def adapter(self) -> dict[str, Any]:
+        """The service's `adapter` reply (info, limits, features), asked for once."""
+        if self._adapter is None:
+            self._adapter = self.call("adapter", {})
+        return self._adapter
+
+    def adapter_name(self) -> str:
+        """'vendor architecture device description' of the adapter."""
+        if self._adapter_name is None:
+            info = self.adapter()["info"]
+            keys = ("vendor", "architecture", "device", "description")
+            self._adapter_name = " ".join(str(info.get(k, "")) for k in keys if info.get(k))
+        return self._adapter_name
+
+
+def native_service(implementation: str) -> HarnessService:
+    """The harness service on a native backend ("wgpu" or "dawn", gpu/native.py), with
+    WGSL read from shaders/ where a request brings none."""
+    from ...gpu import native
+    from ...service import HarnessService
+
+    async def load_source(name: str) -> str:
+        return (paths.SHADER_DIR / name).read_text()
+
+    async def request_device() -> native.NativeDevice:
+        return await native.request_device(implementation=implementation)
+
+    return HarnessService(request_device, load_source)
+
+
+class BrowserSession(_AdapterName):
+    """A harness page in a Playwright browser.
+
+    A page that crashes, or hangs past the per-call timeout, fails that call alone: it is
+    closed, and the next call opens and loads a fresh page.
+    """
+
+    def __init__(
+        self,
+        new_page: Callable[[], Any],
+        base_url: str,
+        runtime: str = "chromium",
+        timeout_s: float = 300.0,
+    ) -> None:
+        self.runtime = runtime
+        self.timeout_s = timeout_s
+        self.pages_opened = 0
+        self._new_page = new_page
+        self._base_url = base_url
+        self._calls = itertools.count()
+        self.page: Any = None
+        self._open()
+
+    def _open(self) -> None:
+        page = self._new_page()
+        self.page, self._crashed = page, False
+        self.pages_opened += 1
+        page.on("crash", lambda _page: setattr(self, "_crashed", True))
+        try:
+            page.goto(self._base_url + HARNESS_PAGE)
+            status, value, stack = page.evaluate(
+                "() => window.harnessReady.then(() => ['ok', '', null],"
+                " (e) => ['error', String(e && e.message || e), e && e.stack || null])"
+            )
+        except Exception:
+            self.close()
+            raise
+        if status != "ok":
+            self.close()
+            raise PageError("load", value, stack)
+        self.load_timings = page.evaluate("() => window.harnessTimings || {}")
+
+    def close(self) -> None:
+        if self.page is not None:
+            with contextlib.suppress(Exception):  # a crashed page may not answer
+                self.page.close()
+            self.page = None
+
+    def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
+        from playwright.sync_api import Error as PlaywrightError
+
+        if self.page is None or self._crashed:
+            self.close()
+            self._open()
+        call_id = next(self._calls)
+        try:
+            # One wait_for_function both starts the call (on its first poll) and waits for
+            # the result: Playwright enforces its timeout from outside the page, so a page
+            # stuck in a loop cannot hang the host (a plain evaluate would wait forever).
+            handle = self.page.wait_for_function(
+                """([id, entry, request]) => {
+                    const calls = (window.__calls ||= {});
+                    if (!(id in calls)) {
+                        calls[id] = null;
+                        window.runHarness(entry, request).then((r) => { calls[id] = r; });
+                    }
+                    return calls[id];
+                }""",
+                arg=[call_id, entry, json.dumps(request)],
+                timeout=self.timeout_s * 1e3,
+                polling=20,
+            )
+            status, value, stack = handle.json_value()
+            self.page.evaluate("(id) => { delete window.__calls[id]; }", call_id)
+        except PlaywrightError as exc:
+            what = "crashed" if self._crashed else "did not answer"
+            if "Timeout" in type(exc).__name__:
+                what = f"did not answer within {self.timeout_s:g} s"
+            self.close()  # the next call gets a fresh page
+            raise PageError(entry, f"the page {what}: {exc}", None) from None
+        if status != "ok":
+            raise PageError(entry, value, stack)
+        return json.loads(value)
+
+
+class NativeSession(_AdapterName):
+    """wgpu-py in this process (lavapipe / SwiftShader here, any Vulkan GPU elsewhere)."""
+
+    runtime = "wgpu"
+
+    def __init__(self) -> None:
+        # The service's coroutines run on a loop of their own in a worker thread: the
+        # caller's thread may already run one (Playwright's sync API does).
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.service = native_service("wgpu")
+
+    def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
+        method = getattr(self.service, entry)
+        future = asyncio.run_coroutine_threadsafe(method(json.dumps(request)), self._loop)
+        return json.loads(future.result())
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()

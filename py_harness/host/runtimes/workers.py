@@ -1,0 +1,145 @@
+"""Runtimes that live in a child process, spoken to over its pipes.
+
+Two children speak this protocol: `python -m py_harness.host.runtimes.native_worker dawn` (the
+native backend on wgpudawn) and `node web/node-harness.mjs` (the page's own Python in
+Pyodide, on Dawn for Node). A child of its own keeps each implementation's Vulkan driver
+choice and native library out of the host process (wgpu-native and Dawn export the same
+C symbols), and a child that crashes or hangs costs one call, not the test session.
+
+One JSON document per line:
+  host -> child:  [id, entry, request_json]
+  child -> host:  RS [id, status, value, stack]   (RS = "\\x1e"; id null: the ready line)
+The child's first protocol line says whether it started; lines without RS are its
+chatter (Pyodide's print, Dawn's warnings) and are kept only for error messages.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import json
+import queue
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..paths import PACKAGE_DIR
+from .sessions import PageError, _AdapterName
+
+RS = "\x1e"
+# Chatter that says nothing about the run (docs/runtimes.md: both Dawn builds print it).
+NOISE = ("XDG_RUNTIME_DIR",)
+
+
+class WorkerSession(_AdapterName):
+    """A runtime in a child process. A child that exits, or does not answer within the
+    per-call timeout, fails that call alone: it is killed, and the next call starts a
+    fresh one (as BrowserSession opens a fresh page)."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        runtime: str,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float = 300.0,
+        start_timeout_s: float = 120.0,
+        cwd: Path = PACKAGE_DIR.parent,
+    ) -> None:
+        self.runtime = runtime
+        self.timeout_s = timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.children_started = 0
+        self.load_timings: dict[str, Any] = {}
+        self._command = list(command)
+        self._env = dict(env) if env is not None else None
+        self._cwd = cwd
+        self._ids = itertools.count(1)
+        self._proc: subprocess.Popen[str] | None = None
+        self._open()
+
+    def _open(self) -> None:
+        self._replies: queue.Queue[list | None] = queue.Queue()
+        self._chatter: collections.deque[str] = collections.deque(maxlen=40)
+        self._proc = subprocess.Popen(
+            self._command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            env=self._env,
+            cwd=self._cwd,
+        )
+        self.children_started += 1
+        for stream, sink in ((self._proc.stdout, self._replies), (self._proc.stderr, None)):
+            args = (stream, sink, self._chatter)
+            threading.Thread(target=_pump, args=args, daemon=True).start()
+        status, value, stack = self._wait(None, "start", self.start_timeout_s)
+        if status != "ok":
+            self.close()
+            raise PageError("load", value, stack)
+        self.load_timings = json.loads(value)
+
+    def _wait(self, call_id: int | None, entry: str, timeout_s: float) -> list:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                reply = self._replies.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.close()
+                why = self._why(f"did not answer within {timeout_s:g} s")
+                raise PageError(entry, why, None) from None
+            if reply is None:
+                code = self._proc.wait() if self._proc else None
+                self.close()
+                raise PageError(entry, self._why(f"exited with status {code}"), None)
+            if reply[0] == call_id:
+                return reply[1:]
+
+    def _why(self, what: str) -> str:
+        said = "\n".join(self._chatter) or "(nothing on stderr)"
+        return f"the {self.runtime} worker {what}; its last words:\n{said}"
+
+    def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
+        if self._proc is None or self._proc.poll() is not None:
+            self.close()
+            self._open()
+        call_id = next(self._ids)
+        assert self._proc is not None and self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(json.dumps([call_id, entry, json.dumps(request)]) + "\n")
+            self._proc.stdin.flush()
+        except OSError:  # the child died between calls; _wait reports how
+            pass
+        status, value, stack = self._wait(call_id, entry, self.timeout_s)
+        if status != "ok":
+            raise PageError(entry, value, stack)
+        return json.loads(value)
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):  # a dead child's pipe may refuse the flush
+                proc.stdin.close()
+
+
+def _pump(stream: TextIO, sink: queue.Queue | None, chatter: collections.deque[str]) -> None:
+    """Read one of a child's pipes to its end (it then closes the pipe): protocol lines
+    into `sink`, the rest into `chatter`."""
+    with stream:
+        for line in stream:
+            if sink is not None and line.startswith(RS):
+                sink.put(json.loads(line[1:]))
+            elif line.strip() and not any(n in line for n in NOISE):
+                chatter.append(line.rstrip())
+    if sink is not None:
+        sink.put(None)  # end of stream: the child exited

@@ -1,0 +1,275 @@
+"""The demo page's /api/ endpoints: the NumPy side of server.py.
+
+server.py stays standard-library only and imports this module on the first /api/ request.
+Judging reuses verdict.judge_outputs (and, for the case matrix,
+evaluate.judge_case itself), so the page's verdicts are the harness's verdicts.
+
+    GET  /api/info                 max body size, limits the kernels need, variants
+    GET  /api/cases[?set=all][&variant=V&adapter=A]
+                                   the SMOKE cases (or the whole matrix): ids, configs and,
+                                   with a variant, the declared limitation covering each
+    GET  /api/inputs?case=ID       evaluate.make_inputs(case) as base64 f32
+    POST /api/judge                {config, inputs, outputs, variant?, adapter?}
+                                   -> status, reports, reference, errors
+    POST /api/judge_case           {case, variant, runtime, adapter, reply}
+                                   -> CaseResult, status, covered
+
+Tensors travel as base64 of little-endian f32 bytes inside JSON, the same encoding as
+run_case's request and reply, so the page forwards them without converting. JSON floats
+that are not finite (a failing report's inf error) are sent as the strings "Infinity",
+"-Infinity" and "NaN": JSON itself has no such numbers and JSON.parse refuses them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import time
+import traceback
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qs
+
+import numpy as np
+
+from ...config import AttentionConfig, ConfigError, check_input_bytes, validate
+from ...gpu.device import REQUIRED_LIMITS
+from ...kernels import DEFAULT_VARIANT, VARIANTS
+from ..judge.cases import CASES, SMOKE, Case, by_id
+from ..judge.inputs import judge_case, make_inputs
+from ..judge.limitations import Coverage, case_coverage, coverage
+from ..judge.report import outcome
+from ..judge.verdict import OUTPUTS, judge_outputs
+from ..wire import decode_outputs
+
+JSON_TYPE = "application/json"
+INPUTS = ("q", "k", "v", "d_out", "mask")
+
+
+class ApiError(Exception):
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def handle(
+    method: str, path: str, query: str, body: bytes, *, max_body: int
+) -> tuple[int, str, bytes]:
+    """One request -> (HTTP status, content type, body). Never raises."""
+    routes = {
+        "/api/info": ("GET", lambda: info(max_body)),
+        "/api/cases": ("GET", lambda: cases(**_one_each(query, "set", "variant", "adapter"))),
+        "/api/inputs": ("GET", lambda: inputs(parse_qs(query).get("case", [""])[0])),
+        "/api/judge": ("POST", lambda: judge(_body(body))),
+        "/api/judge_case": ("POST", lambda: judge_matrix_case(_body(body))),
+    }
+    try:
+        if path not in routes:
+            raise ApiError(HTTPStatus.NOT_FOUND, f"no endpoint {path}; known: {', '.join(routes)}")
+        want, action = routes[path]
+        if method != want:
+            raise ApiError(HTTPStatus.METHOD_NOT_ALLOWED, f"{path} takes {want}, not {method}")
+        return HTTPStatus.OK, JSON_TYPE, _dumps(action())
+    except ApiError as exc:
+        return exc.status, JSON_TYPE, _dumps({"error": str(exc)})
+    except (ConfigError, KeyError, ValueError, TypeError) as exc:
+        # Bad input from the page: say what, without a server-side traceback.
+        text = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+        return HTTPStatus.BAD_REQUEST, JSON_TYPE, _dumps({"error": text})
+    except Exception as exc:  # a harness bug: the page shows the traceback
+        text = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+        return HTTPStatus.INTERNAL_SERVER_ERROR, JSON_TYPE, _dumps({"error": text})
+
+
+def info(max_body: int) -> dict[str, Any]:
+    return {
+        "max_body_bytes": max_body,
+        "required_limits": REQUIRED_LIMITS,
+        "variants": {
+            name: {"description": v.description, "required_limits": v.required_limits}
+            for name, v in VARIANTS.items()
+        },
+        "default_variant": DEFAULT_VARIANT,
+    }
+
+
+def cases(set: str = "smoke", variant: str = "", adapter: str = "") -> dict[str, Any]:
+    """The smoke cases or the whole matrix (long cases included); with a variant, each case
+    says whether a declared limitation covers it on `adapter` (the page's adapter name)."""
+    if set not in ("smoke", "all"):
+        raise ApiError(HTTPStatus.BAD_REQUEST, f"set: must be smoke or all, got {set!r}")
+    if variant and variant not in VARIANTS:
+        raise ConfigError("variant", f"unknown {variant!r}; known: {', '.join(VARIANTS)}")
+    chosen = SMOKE if set == "smoke" else CASES
+    return {
+        "set": set,
+        "cases": [
+            {
+                "id": c.id,
+                "config": c.config().to_dict(),
+                "mask": c.mask,
+                "backward_runs": 2 if c.repeat_backward else 1,
+                "check_dropout_fraction": c.check_dropout_fraction,
+                "long": c.long,
+                "covered": _covered(case_coverage(variant, adapter, c)) if variant else None,
+            }
+            for c in chosen
+        ],
+    }
+
+
+def inputs(case_id: str) -> dict[str, Any]:
+    case = _case(case_id)
+    x = make_inputs(case)
+    return {"case": case.id, "config": case.config().to_dict(), "tensors": _encode(x)}
+
+
+def judge(request: dict[str, Any]) -> dict[str, Any]:
+    """Judge the page's outputs for the page's inputs; also return the reference (as f32)."""
+    cfg = AttentionConfig.from_dict(request["config"])
+    validate(cfg)
+    raw = {n: base64.b64decode(b, validate=True) for n, b in request["inputs"].items()}
+    unknown = set(raw) - set(INPUTS)
+    if unknown:
+        raise ConfigError(sorted(unknown)[0], f"unknown input (known: {', '.join(INPUTS)})")
+    check_input_bytes(cfg, raw)
+    if "d_out" not in raw:
+        raise ConfigError("d_out", "is missing (the backward pass needs it)")
+    shapes = _shapes(cfg)
+    x = {n: np.frombuffer(b, "<f4").reshape(shapes[n]) for n, b in raw.items()}
+    got = _decode(request["outputs"], shapes)
+    t0 = time.perf_counter()
+    reports, ref64 = judge_outputs(cfg, x, got)
+    reference_ms = (time.perf_counter() - t0) * 1e3
+    passed = bool(reports) and all(r.passed for r in reports)
+    variant = request.get("variant", DEFAULT_VARIANT)
+    if variant not in VARIANTS:
+        raise ConfigError("variant", f"unknown {variant!r}; known: {', '.join(VARIANTS)}")
+    covered = coverage(variant, str(request.get("adapter", "")), cfg)
+    status = "pass" if passed else "fail"
+    if covered is not None and (covered.status == "unsupported" or not passed):
+        status = covered.status
+    return {
+        "passed": passed,
+        # pass, fail, known (a declared flaw of the variant covers this failure) or
+        # unsupported (a declared limitation of the page's driver covers the run)
+        "status": status,
+        "covered": _covered(covered),
+        "reports": [r.to_json() for r in reports],
+        # For the page's maps, as f32: the reference, and |actual - ref64| taken in float64
+        # (differencing against a reference already rounded to f32 would add rounding of
+        # the size of the errors themselves).
+        "reference": _encode({n: ref64[n].astype(np.float32) for n in got}),
+        "abs_error": _encode({n: _abs_error(got[n], ref64[n]) for n in got}),
+        "reference_ms": reference_ms,
+    }
+
+
+def judge_matrix_case(request: dict[str, Any]) -> dict[str, Any]:
+    """A matrix case run in the page, judged by evaluate.judge_case (as pytest judges it),
+    from the page's run_case reply and the case's own inputs."""
+    case = _case(request["case"])
+    reply = request["reply"]
+    if not isinstance(reply, dict) or not isinstance(reply.get("outputs"), dict):
+        raise ApiError(HTTPStatus.BAD_REQUEST, "reply: must be run_case's reply object")
+    variant = request.get("variant", DEFAULT_VARIANT)
+    if variant not in VARIANTS:
+        raise ConfigError("variant", f"unknown {variant!r}; known: {', '.join(VARIANTS)}")
+    runtime = str(request.get("runtime", "browser"))
+    x = make_inputs(case)
+    reply = dict(reply, arrays=decode_outputs(case.config(), reply["outputs"]))
+    result = judge_case(case, x, reply, runtime=runtime, variant=variant)
+    covered = case_coverage(variant, str(request.get("adapter", "")), case)
+    out = result.to_json()
+    out["status"] = outcome([result], covered).status
+    out["covered"] = _covered(covered)
+    return out
+
+
+def _covered(covered: Coverage | None) -> dict[str, str] | None:
+    """A declared limitation's coverage as the page shows it."""
+    if covered is None:
+        return None
+    lim = covered.limitation
+    return {
+        "status": covered.status,
+        "limitation": lim.name,
+        "reason": covered.reason,
+        "cause": lim.cause,
+        "text": str(covered),
+    }
+
+
+def _one_each(query: str, *names: str) -> dict[str, str]:
+    """The query's parameters among `names`, each given at most once."""
+    got = parse_qs(query)
+    unknown = set(got) - set(names)
+    if unknown:
+        raise ApiError(HTTPStatus.BAD_REQUEST, f"unknown parameter {sorted(unknown)[0]!r}")
+    for name, values in got.items():
+        if len(values) > 1:
+            raise ApiError(HTTPStatus.BAD_REQUEST, f"parameter {name!r} given {len(values)} times")
+    return {n: v[0] for n, v in got.items()}
+
+
+def _case(case_id: str) -> Case:
+    try:
+        return by_id(case_id)
+    except KeyError as exc:
+        raise ApiError(HTTPStatus.NOT_FOUND, str(exc.args[0])) from None
+
+
+def _shapes(cfg: AttentionConfig) -> dict[str, tuple[int, ...]]:
+    return cfg.shapes() | {"mask": cfg.mask_shape or (0,)}
+
+
+def _decode(outputs: dict[str, str], shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    got = {}
+    for name, data in outputs.items():
+        if name not in OUTPUTS:
+            raise ConfigError(name, f"unknown output (known: {', '.join(OUTPUTS)})")
+        raw = base64.b64decode(data, validate=True)
+        want = math.prod(shapes[name])
+        if len(raw) != 4 * want:
+            raise ConfigError(name, f"has {len(raw)} bytes; shape wants {want} float32 values")
+        got[name] = np.frombuffer(raw, "<f4").reshape(shapes[name])
+    if "o" not in got:
+        raise ConfigError("o", "is missing from the outputs")
+    return got
+
+
+def _abs_error(actual: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.abs(actual.astype(np.float64) - ref).astype(np.float32)
+
+
+def _encode(arrays: dict[str, np.ndarray]) -> dict[str, str]:
+    return {
+        n: base64.b64encode(np.ascontiguousarray(a, "<f4").tobytes()).decode("ascii")
+        for n, a in arrays.items()
+    }
+
+
+def _body(body: bytes) -> dict[str, Any]:
+    try:
+        request = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, f"body is not JSON: {exc}") from None
+    if not isinstance(request, dict):
+        raise ApiError(HTTPStatus.BAD_REQUEST, "body must be a JSON object")
+    return request
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "NaN" if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(_finite(obj), allow_nan=False).encode()

@@ -1,0 +1,143 @@
+"""`python -m py_harness ablate`: where the fast variant's time goes, by removing one cost
+at a time and timing what is left (the results are wrong on purpose; only time counts).
+
+Each ablation is a set of source edits (mutants.Mutant, so a stale anchor fails loudly)
+applied to shaders/, written to a scratch folder and timed with `bench --shaders`. The
+table gives each pass's GPU time and the saving against the unedited kernels: a cost whose
+removal saves little is not what limits the kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from ..judge.mutants import FAST_COMMON, Mutant
+from ..paths import SHADER_DIR, shader_sources
+from .bench import main as bench_main
+
+
+def _edit(name: str, old: str, new: str) -> Mutant:
+    return Mutant(name, FAST_COMMON, old, new, variant="fast")
+
+
+_LOAD = "let v = ff_load8(src.buf, ff_at(src, r.x, c.x), ff_at(src, r.y, c.y));"
+# no load; the values depend on the indices, so nothing is folded away
+_SYNTHETIC = (
+    "let v = FfPair(vec4<f32>(f32(r.x), f32(c.x), src.mul, 1.0), "
+    "vec4<f32>(f32(r.y), f32(c.y), src.mul, 1.0));"
+)
+# The anchors below follow the WGSL's layout (4 spaces per level, wrapped argument lists).
+_B_OPERAND = (
+    "let b = mat4x4<f32>(\n"
+    "            ff_smem[j],\n"
+    "            ff_smem[j + 16u * FF_AS],\n"
+    "            ff_smem[j + 32u * FF_AS],\n"
+    "            ff_smem[j + 48u * FF_AS]\n"
+    "        );"
+)
+_V_OPERAND = (
+    "mat4x4<f32>(\n"
+    "                    ff_smem[j],\n"
+    "                    ff_smem[j + FF_VS],\n"
+    "                    ff_smem[j + 2u * FF_VS],\n"
+    "                    ff_smem[j + 3u * FF_VS]\n"
+    "                )"
+)
+_DOT4 = (
+    "return vec4<f32>(\n"
+    "        ff_dot(acc.x, a, b[0]),\n"
+    "        ff_dot(acc.y, a, b[1]),\n"
+    "        ff_dot(acc.z, a, b[2]),\n"
+    "        ff_dot(acc.w, a, b[3])\n"
+    "    );"
+)
+_AXPY = (
+    "return fma(\n"
+    "        vec4<f32>(w.w),\n"
+    "        v[3],\n"
+    "        fma(vec4<f32>(w.z), v[2], fma(vec4<f32>(w.y), v[1], fma(vec4<f32>(w.x), v[0], acc)))\n"
+    "    );"
+)
+_BARRIER = "\n        workgroupBarrier();"  # the staged steps' barriers, in loop bodies
+ABLATIONS: dict[str, tuple[Mutant, ...]] = {
+    "baseline": (),
+    # every global load of a staged operand (scores and second GEMM)
+    "no-global-loads": (_edit("fetch", _LOAD, _SYNTHETIC),),
+    # half the shared-memory loads of both GEMMs' inner loops (one operand from registers)
+    "half-shared-loads": (
+        _edit(
+            "scores",
+            _B_OPERAND,
+            "let b = a + mat4x4<f32>(vec4<f32>(f32(j)), vec4<f32>(), vec4<f32>(), vec4<f32>());",
+        ),
+        _edit("pv", _V_OPERAND, "w"),
+    ),
+    # the barriers around each staged step of both GEMMs
+    "no-gemm-barriers": tuple(
+        _edit(name, f"{line}{_BARRIER}", line)
+        for name, line in (
+            ("chunk", "ff_stage_chunk(lid, FF_SB, ff_fetch_chunk(lid, b, c0));"),
+            ("scores", "s = ff_scores_chunk(s, t);"),
+            ("rows", "ff_stage_rows(lid, cur.a);"),
+            ("pv", "o = ff_pv_step(t, o, r0, halves);"),
+            ("rows2", "ff_stage_rows(lid, cur.b);"),
+            ("pv2", "o = ff_pv_step(t, o, r0 + FF_VK, halves);"),
+        )
+    ),
+    # half the multiply-adds of both GEMMs (same loads)
+    "half-fma": (
+        _edit(
+            "scores",
+            _DOT4,
+            "return vec4<f32>(ff_dot(acc.x, a, b[0]), ff_dot(acc.y, a, b[1]), "
+            "acc.z + b[2].x, acc.w + b[3].y);",
+        ),
+        _edit(
+            "pv",
+            _AXPY,
+            "return fma(vec4<f32>(w.y), v[1], fma(vec4<f32>(w.x), v[0], acc)) + v[2] + v[3];",
+        ),
+    ),
+}
+
+
+def ablated_sources(name: str, shaders: Path = SHADER_DIR) -> dict[str, str]:
+    sources = shader_sources(shaders)
+    for edit in ABLATIONS[name]:
+        sources = edit.apply(sources)
+    return sources
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m py_harness ablate", description=__doc__)
+    ap.add_argument("--seq", default="4096")
+    ap.add_argument("--head-dim", default="64")
+    ap.add_argument("--heads", default="16")
+    ap.add_argument("--runs", default="5")
+    ap.add_argument("--only", help="comma-separated ablations (default: all)")
+    args = ap.parse_args(argv)
+    names = args.only.split(",") if args.only else list(ABLATIONS)
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            folder = Path(tmp) / name
+            folder.mkdir()
+            for file, text in ablated_sources(name).items():
+                (folder / file).write_text(text)
+            out = Path(tmp) / f"{name}.json"
+            argv = ["--variant", "fast", "--shaders", str(folder), "--seq", args.seq]
+            argv += ["--head-dim", args.head_dim, "--heads", args.heads, "--causal", "no"]
+            argv += ["--runs", args.runs, "--warmup", "3", "--no-torch", "--numpy-max-seq", "0"]
+            argv += ["--json", str(out), "--plot", ""]
+            bench_main(argv)
+            rows[name] = [r["extra"]["pass_ms"] for r in json.loads(out.read_text())["rows"]]
+    print(f"# ablations, seq {args.seq}, head_dim {args.head_dim}: GPU ms per pass (saving)")
+    for name, per_size in rows.items():
+        for i, passes in enumerate(per_size):
+            base = rows["baseline"][i] if "baseline" in rows else passes
+            cells = [f"{k} {ms:7.3f} ({1 - ms / base[k]:+.0%})" for k, ms in passes.items()]
+            print(f"{name:<18} " + "  ".join(cells))
+    return 0

@@ -1,0 +1,349 @@
+"""`python -m py_harness bench`: time the kernel variants, torch SDPA and the NumPy reference.
+
+In one run on one machine: forward and backward of each selected variant on one runtime
+(--runtime: wgpu, dawn, node, chromium, firefox), timed inside it (timing.py: GPU time
+from timestamp queries where the adapter has them, else wall clock), so the same WGSL is
+compared through naga and through Tint; torch.nn.functional.scaled_dot_product_attention
+forward + backward in float32 on the same machine's CUDA device (else CPU), and the NumPy
+float32 reference at small sizes. Warm-up runs, then the median of --runs. Prints a
+table, writes JSON and an SVG plot, and reports harness overhead (pipeline compile time;
+wall time beyond GPU time per dispatch and per full case). --verify judges one size per
+variant against the float64 reference (compare.judge, FlashAttention's rule).
+
+Needs numpy and what the runtime needs (wgpu by default; torch optional, imported lazily).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from ...config import AttentionConfig
+from ...kernels import VARIANTS
+from ..paths import SHADER_DIR, output_dir, shader_sources
+from ..runtimes.registry import RUNTIMES, runtime
+from ..runtimes.sessions import Session
+from .bench_impls import (
+    Row,
+    bench_numpy,
+    bench_torch,
+    bench_variant,
+    flops,
+    make_inputs,
+    torch_setup,
+    verify_variant,
+)
+from .bench_plot import write_svg
+
+GPU_DEFAULTS = {"seq": "1024,2048,4096", "head_dim": "64,128", "heads": 16, "runs": 10}
+# CPU adapters (lavapipe, SwiftShader) are 1000x slower: small sizes, few runs.
+CPU_DEFAULTS = {"seq": "128,256", "head_dim": "64", "heads": 4, "runs": 3}
+
+
+def _adapter_type(info: dict[str, str]) -> str:
+    """'CPU', 'DiscreteGPU', ... as the implementation reports it; else from known
+    software adapter names."""
+    if kind := info.get("type"):
+        return kind
+    name = " ".join(info.values()).lower()
+    return "CPU" if any(s in name for s in ("llvmpipe", "swiftshader", "lavapipe")) else ""
+
+
+def _ints(spec: str) -> list[int]:
+    return [int(s) for s in str(spec).split(",") if s.strip()]
+
+
+def _rate(fl: float, ms: float | None, unit: float) -> str:
+    return f"{fl / (ms * 1e-3) / unit:9.2f}" if ms else f"{'-':>9}"
+
+
+def format_row(row: Row, cfg: AttentionConfig, torch_row: Row | None, unit: float) -> str:
+    ffl, bfl = flops(cfg)
+
+    def ratio(ms, ref):
+        return f"{ms / ref:8.2f}x" if ms and ref else f"{'-':>9}"
+
+    tf = torch_row.fwd_ms if torch_row else None
+    tb = torch_row.bwd_ms if torch_row else None
+    return (
+        f"{row.impl:<12} {row.seq:>6} {row.head_dim:>4} {'yes' if row.causal else 'no':>6} "
+        f"{row.fwd_ms or 0:10.3f} {_rate(ffl, row.fwd_ms, unit)} {row.bwd_ms or 0:10.3f} "
+        f"{_rate(bfl, row.bwd_ms, unit)} {ratio(row.fwd_ms, tf)} {ratio(row.bwd_ms, tb)}  "
+        f"{row.timing}"
+    )
+
+
+def _row_json(row: Row, cfg: AttentionConfig, torch_row: Row | None) -> dict:
+    ffl, bfl = flops(cfg)
+    d = asdict(row) | {"batch": cfg.batch, "heads": cfg.num_heads, "kv_heads": cfg.kv_heads}
+    d |= {"fwd_flops": ffl, "bwd_flops": bfl}
+    for key, fl in (("fwd", ffl), ("bwd", bfl)):
+        ms = d[f"{key}_ms"]
+        d[f"{key}_tflops"] = fl / (ms * 1e-3) / 1e12 if ms else None
+        ref = getattr(torch_row, f"{key}_ms") if torch_row else None
+        d[f"{key}_vs_torch"] = ms / ref if ms and ref else None
+    return d
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..engine import open_session
+
+    reason = runtime(args.runtime).missing()
+    if reason:
+        raise SystemExit(f"--runtime {args.runtime}: not available here: {reason}")
+    with open_session(args.runtime) as session:
+        return _run(session, args)
+
+
+def _run(session: Session, args: argparse.Namespace) -> int:
+    from ...config import ConfigError, validate, validate_sizes
+
+    adapter = session.adapter()
+    info, limits = adapter["info"], adapter["limits"]
+    timestamps = "timestamp-query" in adapter["features"]
+    kind = _adapter_type(info)
+    defaults = CPU_DEFAULTS if kind == "CPU" else GPU_DEFAULTS
+    seqs = _ints(args.seq or defaults["seq"])
+    dims = _ints(args.head_dim or defaults["head_dim"])
+    heads = args.heads or defaults["heads"]
+    args.runs = args.runs or defaults["runs"]
+    causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
+    names = list(VARIANTS) if args.variant == "all" else _ints_or_names(args.variant)
+    variants = [VARIANTS[n] for n in names]
+    unit, unit_name = (1e9, "GFLOP/s") if kind == "CPU" else (1e12, "TFLOP/s")
+    print(
+        f"# {args.runtime}: {info.get('vendor')} {info.get('device') or info.get('description')} "
+        f"({kind or 'unknown type'}; {info.get('backend')}); timestamps: {timestamps}"
+    )
+
+    torch, tdev, why = (None, None, "--no-torch") if args.no_torch else torch_setup()
+    if why:
+        print(f"# torch: {why}")
+    compile_ms = {}
+    for v in variants:  # all head_dim specialisations, on a device that has compiled nothing
+        request = {"variant": v.name, "sources": shader_sources(args.shaders)}
+        compile_ms[v.name] = session.call("compile_kernels", request)["compile_ms"]
+        print(f"# {v.name}: pipelines compiled in {compile_ms[v.name]:.0f} ms")
+    print(
+        f"# median of {args.runs} runs after {args.warmup} warm-up runs and >= "
+        f"{args.warmup_ms:g} ms (the first size also once before, discarded); "
+        f"rates in {unit_name}; "
+        "x torch = time / torch's time"
+    )
+    print(
+        f"{'impl':<12} {'seq':>6} {'D':>4} {'causal':>6} {'fwd ms':>10} {'fwd rate':>9} "
+        f"{'bwd ms':>10} {'bwd rate':>9} {'fwd/torch':>9} {'bwd/torch':>9}  timing"
+    )
+    out_rows, skipped, verify = [], [], []
+    _discarded_first(session, variants, seqs, dims, causals, heads, args)
+    for d in dims:
+        for causal in causals:
+            for s in seqs:
+                cfg = AttentionConfig(
+                    args.batch, heads, s, s, d, num_kv_heads=args.kv_heads, causal=causal
+                )
+                try:
+                    validate(cfg)
+                    validate_sizes(cfg, limits)
+                except ConfigError as exc:
+                    skipped.append({"seq": s, "head_dim": d, "causal": causal, "why": str(exc)})
+                    print(f"# skip seq {s} D {d}: {exc}")
+                    continue
+                rows, torch_row = _measure(session, cfg, variants, torch, tdev, args, skipped)
+                for r in rows:
+                    print(format_row(r, cfg, torch_row, unit), flush=True)
+                    if passes := r.extra.get("pass_ms"):
+                        print("#   " + ", ".join(f"{k} {ms:.3f}" for k, ms in passes.items()))
+                    out_rows.append(_row_json(r, cfg, torch_row))
+    if args.verify:
+        verify = _verify(
+            session, variants, args.verify_seq or min(seqs), dims, causals, heads, args
+        )
+    _overheads(out_rows, compile_ms)
+    meta = {
+        "runtime": args.runtime,
+        "adapter": info,
+        "adapter_type": kind,
+        "timestamps": timestamps,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": getattr(torch, "__version__", None),
+        "torch_device": str(tdev) if tdev is not None else None,
+        "args": {k: (str(a) if isinstance(a, Path) else a) for k, a in vars(args).items()},
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    doc = {
+        "meta": meta,
+        "compile_ms": compile_ms,
+        "rows": out_rows,
+        "skipped": skipped,
+        "verify": verify,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(doc, indent=1))
+    print(f"# results written to {args.json}")
+    if args.plot:
+        write_svg(Path(args.plot), out_rows, title=f"{info.get('device') or info.get('vendor')}")
+        print(f"# plot written to {args.plot}")
+    return 1 if any(not r["passed"] for r in verify) else 0
+
+
+def _measure(session, cfg, variants, torch, tdev, args, skipped) -> tuple[list[Row], Row | None]:
+    """Rows for one size: torch (first: the others' ratios need it), NumPy, the variants."""
+    x = make_inputs(cfg)
+    rows: list[Row] = []
+    torch_row = None
+    if torch is not None:
+        torch_row = _guard(skipped, "torch", bench_torch, torch, tdev, cfg, x, args)
+        rows += [torch_row] if torch_row else []
+    if cfg.seq_q <= args.numpy_max_seq:
+        r = _guard(skipped, "numpy", bench_numpy, cfg, x, args)
+        rows += [r] if r else []
+    for v in variants:
+        try:
+            rows.append(bench_variant(session, v, cfg, x, args))
+        except Exception as exc:  # one failure must not end the table
+            skipped.append(
+                {"impl": v.name, "seq": cfg.seq_q, "head_dim": cfg.head_dim, "why": repr(exc)}
+            )
+            print(f"# {v.name} seq {cfg.seq_q} D {cfg.head_dim}: {type(exc).__name__}: {exc}")
+    return rows, torch_row
+
+
+def _discarded_first(session, variants, seqs, dims, causals, heads, args) -> None:
+    """Time the first size once and drop it: on the H200 the first size timed in a fresh
+    process sometimes ran 5x slow through every run and 300 ms of warm-up (not a clock
+    ramp); the sizes after it never did."""
+    if not variants:
+        return
+    cfg = AttentionConfig(
+        args.batch,
+        heads,
+        min(seqs),
+        min(seqs),
+        min(dims),
+        num_kv_heads=args.kv_heads,
+        causal=causals[0],
+    )
+    try:
+        bench_variant(session, variants[0], cfg, make_inputs(cfg), args)
+    except Exception as exc:  # the table's own run reports it
+        print(f"# discarded first measurement failed: {type(exc).__name__}: {exc}")
+
+
+def _verify(session, variants, seq, dims, causals, heads, args) -> list[dict]:
+    out = []
+    for v in variants:
+        for d in dims:
+            for causal in causals:
+                cfg = AttentionConfig(
+                    args.batch, heads, seq, seq, d, num_kv_heads=args.kv_heads, causal=causal
+                )
+                res = verify_variant(session, v, cfg, make_inputs(cfg, seed=1), args.shaders)
+                out.append(res)
+                verdict = "PASS" if res["passed"] else "FAIL"
+                print(f"# verify {v.name} seq {seq} D {d} causal {causal}: {verdict}")
+                for line in res["reports"]:
+                    print(f"#   {line}")
+    return out
+
+
+def _ints_or_names(spec: str) -> list[str]:
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    for n in names:
+        if n not in VARIANTS:
+            raise SystemExit(f"--variant: unknown {n!r}; known: {', '.join(VARIANTS)}")
+    return names
+
+
+def _guard(skipped: list, impl: str, fn, *args) -> Row | None:
+    """fn(*args), or None with the error recorded (e.g. out of memory at the largest size)."""
+    cfg = next(a for a in args if isinstance(a, AttentionConfig))
+    try:
+        return fn(*args)
+    except Exception as exc:  # one failure must not end the table
+        skipped.append({"impl": impl, "seq": cfg.seq_q, "head_dim": cfg.head_dim, "why": repr(exc)})
+        print(f"# {impl} seq {cfg.seq_q} D {cfg.head_dim}: {type(exc).__name__}: {exc}")
+        return None
+
+
+def _overheads(rows: list[dict], compile_ms: dict[str, float]) -> None:
+    print("# harness overhead (WebGPU variants): compile, and wall time beyond GPU time")
+    for name, ms in compile_ms.items():
+        mine = [r for r in rows if r["impl"] == name]
+        if not mine:
+            continue
+        disp = statistics.median(
+            r["extra"][k]
+            for r in mine
+            for k in ("fwd_dispatch_overhead_ms", "bwd_dispatch_overhead_ms")
+        )
+        case = statistics.median(r["extra"]["case_overhead_ms"] for r in mine)
+        print(
+            f"#   {name}: compile {ms:.0f} ms; per dispatch (submit + wait) {disp:.2f} ms median; "
+            f"per full case (validate, upload, readback) {case:.1f} ms median"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m py_harness bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--runtime",
+        default="wgpu",
+        choices=list(RUNTIMES),
+        help="where the kernels run (default wgpu); each times them inside itself",
+    )
+    ap.add_argument(
+        "--variant", default="seed,fast", help=f"comma-separated, or all: {', '.join(VARIANTS)}"
+    )
+    ap.add_argument(
+        "--seq",
+        help=f"sequence lengths (Sq = Sk); default {GPU_DEFAULTS['seq']}, "
+        f"{CPU_DEFAULTS['seq']} on a CPU adapter",
+    )
+    ap.add_argument(
+        "--head-dim", help=f"default {GPU_DEFAULTS['head_dim']} ({CPU_DEFAULTS['head_dim']} on CPU)"
+    )
+    ap.add_argument("--causal", default="both", choices=["both", "yes", "no"])
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument(
+        "--heads",
+        type=int,
+        help=f"default {GPU_DEFAULTS['heads']} ({CPU_DEFAULTS['heads']} on CPU)",
+    )
+    ap.add_argument("--kv-heads", type=int, help="default: --heads (torch gets K/V repeated)")
+    ap.add_argument(
+        "--runs",
+        type=int,
+        help=f"timed runs; default {GPU_DEFAULTS['runs']} ({CPU_DEFAULTS['runs']} on CPU)",
+    )
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument(
+        "--warmup-ms",
+        type=float,
+        default=300.0,
+        help="keep warming up (per variant, size and direction) until this much wall time",
+    )
+    ap.add_argument("--no-torch", action="store_true", help="skip torch even if installed")
+    ap.add_argument(
+        "--numpy-max-seq", type=int, default=1024, help="time NumPy only up to this seq"
+    )
+    ap.add_argument("--verify", action="store_true", help="judge one size against float64 NumPy")
+    ap.add_argument("--verify-seq", type=int, help="the size --verify uses (default: the smallest)")
+    ap.add_argument("--shaders", type=Path, default=SHADER_DIR, help="folder with the .wgsl files")
+    ap.add_argument("--json", type=Path, default=output_dir() / "bench.json")
+    ap.add_argument(
+        "--plot", default=str(output_dir() / "bench.svg"), help="SVG path ('' for none)"
+    )
+    return run(ap.parse_args(argv))

@@ -1,0 +1,201 @@
+"""What `python -m py_harness bench` measures: the WebGPU variants, torch SDPA, NumPy.
+
+Each bench_* returns a Row of median forward / backward milliseconds. WebGPU passes are
+timed inside the runtime (timing.py: timestamp queries where the device has them, else
+the wall clock); torch on CUDA with torch.cuda.Event, under the same warm-up plan. torch
+is imported lazily: it is a benchmark-only dependency.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...config import AttentionConfig
+from ...kernels import Variant
+from ...timing import TimingPlan
+from ..judge import reference
+from ..judge.verdict import judge_outputs
+from ..paths import SHADER_DIR, shader_sources
+from ..runtimes.sessions import Session
+from ..wire import encode_tensors, run_on
+
+
+@dataclass
+class Row:
+    impl: str  # variant name, "torch-<device>" or "numpy-f32"
+    seq: int
+    head_dim: int
+    causal: bool
+    fwd_ms: float | None = None
+    bwd_ms: float | None = None
+    timing: str = ""  # timestamp-query, wall-clock, cuda-event
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def flops(cfg: AttentionConfig) -> tuple[float, float]:
+    """(forward, backward) FLOPs: 4 B H Sq Sk D and 2.5x that, halved when causal."""
+    f = 4.0 * cfg.batch * cfg.num_heads * cfg.seq_q * cfg.seq_k * cfg.head_dim
+    f = f / 2 if cfg.causal else f
+    return f, 2.5 * f
+
+
+def make_inputs(cfg: AttentionConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shapes = cfg.shapes()
+    return {n: rng.standard_normal(shapes[n], dtype=np.float32) for n in ("q", "d_out", "k", "v")}
+
+
+# ---- WebGPU variants ---------------------------------------------------------------
+def bench_variant(session: Session, variant: Variant, cfg: AttentionConfig, x, args) -> Row:
+    """The variant timed inside the session's runtime (timing.time_variant, through the
+    service's time_case entry)."""
+    reply = session.call(
+        "time_case",
+        {
+            "config": cfg.to_dict(),
+            "tensors": encode_tensors(x),
+            "variant": variant.name,
+            "sources": shader_sources(args.shaders),
+            "runs": args.runs,
+            "warmup": args.warmup,
+            "warmup_ms": args.warmup_ms,
+        },
+    )
+    fwd, bwd = reply["fwd"], reply["bwd"]
+    extra = {
+        "fwd_dispatch_overhead_ms": fwd["dispatch_overhead_ms"],
+        "bwd_dispatch_overhead_ms": bwd["dispatch_overhead_ms"],
+        "pass_ms": fwd["pass_ms"] | bwd["pass_ms"],
+        "case_wall_ms": reply["case_wall_ms"],
+        "case_overhead_ms": reply["case_overhead_ms"],
+    }
+    return Row(
+        variant.name,
+        cfg.seq_q,
+        cfg.head_dim,
+        cfg.causal,
+        fwd["ms"],
+        bwd["ms"],
+        reply["timing"],
+        extra,
+    )
+
+
+def verify_variant(
+    session: Session, variant: Variant, cfg: AttentionConfig, x, shaders: Path = SHADER_DIR
+) -> dict:
+    """Judge one run against the float64 reference, as the test suite does."""
+    got = run_on(session, cfg, x, sources=shader_sources(shaders), variant=variant.name)["arrays"]
+    reports, _ = judge_outputs(cfg, x, got)
+    return {
+        "variant": variant.name,
+        "seq": cfg.seq_q,
+        "head_dim": cfg.head_dim,
+        "causal": cfg.causal,
+        "passed": all(r.passed for r in reports),
+        "reports": [str(r) for r in reports],
+    }
+
+
+# ---- torch and NumPy -----------------------------------------------------------------
+def torch_setup() -> tuple[Any, Any, str]:
+    """(torch, device, why-not) with torch imported lazily; (None, None, reason) if absent."""
+    try:
+        import torch  # a benchmark-only dependency
+    except ImportError:
+        return None, None, "torch is not installed (pip install torch): skipping torch SDPA"
+    # float32 tensors and no TF32 matmuls. (On sm80+ GPUs torch's memory-efficient SDPA
+    # still runs its fp32 GEMMs on tensor cores as 3xTF32 (fp32-accurate): measured with
+    # Nsight Compute on the H200, see docs/results-h200.md. WGSL has no tensor cores.)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch, dev, ""
+
+
+def bench_torch(torch, device, cfg: AttentionConfig, x, args) -> Row:
+    import torch.nn.functional as F  # noqa: N812
+
+    def t(name):  # [B, S, H, D] -> [B, H, S, D]
+        a = torch.from_numpy(x[name]).to(device).transpose(1, 2)
+        if name in ("k", "v") and cfg.kv_heads != cfg.num_heads:
+            a = a.repeat_interleave(cfg.num_heads // cfg.kv_heads, dim=1)
+        return a.contiguous().requires_grad_(name != "d_out")
+
+    q, k, v, do = (t(n) for n in ("q", "k", "v", "d_out"))
+    cuda = device.type == "cuda"
+
+    def timed(fn) -> float:
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            return start.elapsed_time(end)
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+
+    def forward() -> None:
+        out.append(F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal))
+
+    def backward() -> None:
+        out.pop().backward(do)
+
+    out: list = []
+    plan = TimingPlan(args.runs, args.warmup, args.warmup_ms)
+    started, warm = time.perf_counter(), 0
+    while plan.warming(started, warm):
+        q.grad = k.grad = v.grad = None
+        timed(forward)
+        timed(backward)
+        warm += 1
+    fwd, bwd = [], []
+    for _ in range(args.runs):
+        q.grad = k.grad = v.grad = None
+        fwd.append(timed(forward))
+        bwd.append(timed(backward))
+    name = f"torch-{device.type}"
+    timing = "cuda-event" if cuda else "wall-clock"
+    extra = {"torch": torch.__version__}
+    if cuda:
+        extra["device_name"] = torch.cuda.get_device_name(device)
+    return Row(
+        name,
+        cfg.seq_q,
+        cfg.head_dim,
+        cfg.causal,
+        statistics.median(fwd),
+        statistics.median(bwd),
+        timing,
+        extra,
+    )
+
+
+def bench_numpy(cfg: AttentionConfig, x, args) -> Row:
+    kw = {"causal": cfg.causal, "scale": cfg.softmax_scale, "dtype": np.float32}
+    fwd, bwd = [], []
+    for _ in range(max(1, min(args.runs, 3))):
+        t0 = time.perf_counter()
+        reference.attention_ref(x["q"], x["k"], x["v"], **kw)
+        t1 = time.perf_counter()
+        reference.attention_bwd_ref(x["q"], x["k"], x["v"], None, x["d_out"], **kw)
+        t2 = time.perf_counter()
+        fwd.append((t1 - t0) * 1e3)
+        bwd.append((t2 - t1) * 1e3)
+    return Row(
+        "numpy-f32",
+        cfg.seq_q,
+        cfg.head_dim,
+        cfg.causal,
+        statistics.median(fwd),
+        statistics.median(bwd),
+        "wall-clock",
+    )

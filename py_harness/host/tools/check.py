@@ -1,0 +1,89 @@
+"""`py-harness check`: the case matrix on each WebGPU runtime, through pytest and the
+harness's plugin (the same tests, fixtures and judging as `pytest`), with the case x runtime
+matrix and where runtimes disagree printed at the end; results.json (the plugin's writer)
+and results.xml (pytest's JUnit XML) in --out.
+
+Exits non-zero when a case fails (a declared known failure does not; one that passes
+does, as a strict xfail) or when nothing ran. Arguments after `--` go to pytest as they are
+(e.g. `-- -n 2` with pytest-xdist, `-- -x`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ...kernels import DEFAULT_VARIANT
+from .. import matrix_suite
+from ..paths import output_dir
+from ..runtimes.registry import RUNTIMES
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an int >= 1."""
+    if not text.strip().isdecimal() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return int(text)
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="py-harness check", description=__doc__)
+    ap.add_argument(
+        "--runtime", default="all", help=f"comma-separated: {', '.join(RUNTIMES)} (default: all)"
+    )
+    ap.add_argument(
+        "--variant",
+        default=DEFAULT_VARIANT,
+        help=f"a built-in variant or one from --variant-file (default: {DEFAULT_VARIANT})",
+    )
+    ap.add_argument(
+        "--variant-file", action="append", default=[], type=Path, help="a variant's TOML file"
+    )
+    ap.add_argument("--smoke", action="store_true", help="only the fast smoke subset")
+    ap.add_argument(
+        "--long", action="store_true", help="also the long cases (GPU-sized; slow on CPUs)"
+    )
+    ap.add_argument(
+        "--draws",
+        type=positive_int,
+        default=1,
+        help="judge each case on N seeded input draws (default 1: draw 0)",
+    )
+    ap.add_argument("--case", action="append", default=[], help="a case id (repeatable)")
+    ap.add_argument(
+        "--out", type=Path, help="where results.json/.xml go (default: build/check-VARIANT)"
+    )
+    ap.add_argument("--shaders", type=Path, help="the built-in variants' .wgsl from this folder")
+    ap.add_argument("--browser-ws", help="Chromium through a Playwright browser server")
+    return ap
+
+
+def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """The pytest command line that runs what `args` asks for."""
+    out = args.out or output_dir() / f"check-{args.variant}"
+    cmd = [matrix_suite.__file__, "-v", "-p", "no:cacheprovider"]
+    # This process imported py_harness before pytest started, so pytest cannot rewrite the
+    # plugin's asserts; its assert messages say everything themselves.
+    cmd += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    cmd += ["--runtime", args.runtime, "--variant", args.variant, "--draws", str(args.draws)]
+    cmd += [arg for path in args.variant_file for arg in ("--variant-file", str(path))]
+    cmd += [arg for case in args.case for arg in ("--case", case)]
+    cmd += ["--long"] if args.long else []
+    cmd += ["-m", "smoke"] if args.smoke else []
+    cmd += ["--browser-ws", args.browser_ws] if args.browser_ws else []
+    cmd += ["--shaders", str(args.shaders)] if args.shaders else []
+    cmd += ["--harness-json", str(out / "results.json"), "--junitxml", str(out / "results.xml")]
+    return cmd + extra
+
+
+def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    import pytest
+
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser().parse_args(argv[: len(argv) - len(extra) - (1 if "--" in argv else 0)])
+    code = pytest.main(pytest_args(args, extra))
+    # 0: all passed (skips and expected failures included); 5: nothing was collected.
+    return 0 if code == 0 else 1

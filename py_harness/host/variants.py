@@ -1,0 +1,88 @@
+"""The kernel variants the host knows: the built-in ones (kernels.VARIANTS, WGSL from
+shaders/) and those declared in variant files (variant_file.py, WGSL beside the file).
+
+A built-in variant travels to a runtime by name; a file's variant travels as its
+declaration (Variant.to_dict) with its WGSL, so a page needs nothing installed for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..config import AttentionConfig
+from ..kernels import VARIANTS, Variant
+from .paths import SHADER_DIR, shader_sources
+
+_FROM_FILES: dict[str, tuple[Variant, dict[str, str], Path]] = {}
+_LIMITATIONS_OF: dict[str, str] = {}  # a file's variant -> the built-in one it follows
+# Where the built-in variants' WGSL is read from (pytest --shaders, check --shaders).
+_BUILT_IN_DIR = [SHADER_DIR]
+
+
+def use_shader_dir(folder: Path) -> None:
+    """Judge the built-in variants with the .wgsl files of another folder (an edited copy)."""
+    if not folder.is_dir():
+        raise ValueError(f"--shaders: {folder} is not a folder")
+    missing = sorted({f for v in VARIANTS.values() for f in v.files} - set(shader_sources(folder)))
+    if missing:
+        raise ValueError(f"--shaders: {folder} lacks {', '.join(missing)}")
+    _BUILT_IN_DIR[0] = folder
+
+
+def load_file(path: Path) -> str:
+    """Load and check a variant file (variant_file.load); returns the variant's name."""
+    from .variant_file import load
+
+    loaded = load(path)
+    name = loaded.variant.name
+    if name in VARIANTS:
+        raise ValueError(f"{path}: name {name!r} is a built-in variant's; choose another")
+    known = _FROM_FILES.get(name)
+    if known is not None and known[2].resolve() != Path(path).resolve():
+        raise ValueError(f"{path}: variant {name!r} is declared in {known[2]} already")
+    _FROM_FILES[name] = (loaded.variant, loaded.sources, Path(path))
+    if loaded.limitations_of:
+        _LIMITATIONS_OF[name] = loaded.limitations_of
+    return name
+
+
+def limitations_of(name: str) -> str:
+    """The variant whose declared limitations apply to `name`: itself, or the built-in
+    one its file names in `limitations_of`."""
+    return _LIMITATIONS_OF.get(name, name)
+
+
+def names() -> list[str]:
+    return [*VARIANTS, *_FROM_FILES]
+
+
+def get(name: str) -> Variant:
+    if name in VARIANTS:
+        return VARIANTS[name]
+    if name in _FROM_FILES:
+        return _FROM_FILES[name][0]
+    raise KeyError(f"--variant: unknown {name!r}; known: {', '.join(names())}")
+
+
+def parse(spec: str) -> list[str]:
+    """'seed,fast' -> names, checked; 'all' -> every variant (files' too)."""
+    chosen = names() if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
+    for name in chosen:
+        get(name)
+    return chosen
+
+
+def sources(name: str) -> dict[str, str]:
+    """The WGSL files a variant's kernels are composed from, by file name."""
+    return _FROM_FILES[name][1] if name in _FROM_FILES else shader_sources(_BUILT_IN_DIR[0])
+
+
+def request_form(name: str) -> str | dict[str, Any]:
+    """How a request names the variant: built-ins by name, the rest by declaration."""
+    return name if name in VARIANTS else get(name).to_dict()
+
+
+def refusal(name: str, cfg: AttentionConfig) -> str | None:
+    """Why the variant does not support this configuration (None: it does)."""
+    return get(name).refusal(cfg)

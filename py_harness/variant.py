@@ -1,0 +1,372 @@
+"""What a kernel variant is: its kernels, their bindings by role, its params layout and the
+features it supports; checked when made, and carried as plain data (to_dict / from_dict).
+
+The built-in variants are declared in kernels.py; a team's own come from a variant file
+(host/variant_file.py, docs/own-kernels.md) and reach a runtime as Variant.to_dict() plus
+their WGSL. Pure Python: this module runs inside Pyodide.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import (
+    F32_BYTES,
+    MAX_HEAD_DIM,
+    PACKED,
+    ROLES,
+    AttentionConfig,
+    ConfigError,
+    scratch_elems,
+    whole_vec4s,
+)
+from .params import DEFAULT_PARAMS, check_layout
+
+RO = "read-only-storage"  # GPUBufferBindingType names
+RW = "storage"
+UNIFORM = "uniform"
+KINDS = (RO, RW, UNIFORM)
+# Rows a kernel's workgroups tile along y ("slots": one workgroup per partial dQ sum).
+ROW_AXES = ("seq_q", "seq_k", "slots")
+HEAD_AXES = ("num_heads", "kv_heads")  # workgroups along z = batch * heads
+# What a configuration may use beyond plain attention; a variant lists what it supports.
+FEATURES = ("causal", "causal_offset", "window", "mask", "dropout", "gqa")
+GRADIENT_ROLES = ("dq", "dk", "dv", "dkv", "dqkv")  # written by the backward: read-write
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a variant's name goes into ids and paths
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# Partial dQ sums (Variant.dq_slots): about two 256-invocation workgroups per SM of a
+# 132-SM GPU, and at most 64 sums (64 x head_dim floats of scratch per query row).
+PARTIAL_DQ_WORKGROUPS = 256
+PARTIAL_DQ_MAX = 64
+
+
+def features_used(cfg: AttentionConfig) -> dict[str, str]:
+    """The FEATURES a configuration uses, each with the setting that uses it."""
+    used = {}
+    if cfg.causal:
+        used["causal"] = "causal=True"
+    if cfg.causal_offset and (cfg.causal or cfg.window):  # alone it changes nothing
+        used["causal_offset"] = f"causal_offset={cfg.causal_offset}"
+    if cfg.window:
+        used["window"] = f"window={cfg.window}"
+    if cfg.mask_shape is not None:
+        used["mask"] = f"mask_shape={list(cfg.mask_shape)}"
+    if cfg.dropout_p:
+        used["dropout"] = f"dropout_p={cfg.dropout_p}"
+    if cfg.kv_heads != cfg.num_heads:
+        used["gqa"] = f"num_heads={cfg.num_heads}, num_kv_heads={cfg.kv_heads}"
+    return used
+
+
+@dataclass(frozen=True)
+class Kernel:
+    entry_point: str
+    files: tuple[str, ...]  # the shader module: these files joined in order
+    # binding number -> (role, GPUBufferBindingType); only what the entry uses. The
+    # pipeline layout is built from this (not "auto"), so an edit that stops using a
+    # binding still gets a valid layout, and the storage-buffer count stays exact.
+    bindings: dict[int, tuple[str, str]]
+    # The sequence each workgroup tiles ("seq_q" or "seq_k"; workgroups along y =
+    # ceil(rows / rows_per_workgroup)), or "slots": one workgroup per partial dQ sum, at
+    # most one sum per rows_per_workgroup keys (Variant.dq_slots).
+    rows: str
+    heads: str  # "num_heads" or "kv_heads": workgroups along z = batch * heads
+    rows_per_workgroup: int = 128
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.entry_point, str) or not _IDENT.fullmatch(self.entry_point):
+            raise ConfigError("entry_point", f"must be a WGSL identifier, got {self.entry_point!r}")
+        files = self.files
+        if not isinstance(files, tuple) or not files or not all(isinstance(f, str) for f in files):
+            raise ConfigError("files", f"must be a non-empty list of file names, got {files!r}")
+        if not isinstance(self.bindings, dict):
+            raise ConfigError(
+                "bindings", f"must map binding numbers to roles, got {self.bindings!r}"
+            )
+        seen: dict[str, int] = {}
+        for n, (role, kind) in self.bindings.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise ConfigError("bindings", f"binding numbers are ints >= 0, got {n!r}")
+            if role not in ROLES:
+                raise ConfigError(
+                    "bindings", f"{n}: unknown role {role!r}; known: {', '.join(ROLES)}"
+                )
+            if kind not in KINDS:
+                raise ConfigError(
+                    "bindings", f"{n}: unknown kind {kind!r}; known: {', '.join(KINDS)}"
+                )
+            if (kind == UNIFORM) != (role == "params"):
+                raise ConfigError("bindings", f"{n}: {role} cannot be bound as {kind}")
+            if role in GRADIENT_ROLES and kind != RW:
+                raise ConfigError("bindings", f"{n}: {role} is written: it must be read-write")
+            if role in seen:
+                raise ConfigError("bindings", f"{role} is bound twice ({seen[role]} and {n})")
+            seen[role] = n
+        if self.rows not in ROW_AXES:
+            raise ConfigError("rows", f"must be one of {', '.join(ROW_AXES)}, got {self.rows!r}")
+        if self.heads not in HEAD_AXES:
+            raise ConfigError("heads", f"must be one of {', '.join(HEAD_AXES)}, got {self.heads!r}")
+        rpw = self.rows_per_workgroup
+        if isinstance(rpw, bool) or not isinstance(rpw, int) or rpw < 1:
+            raise ConfigError("rows_per_workgroup", f"must be an int >= 1, got {rpw!r}")
+
+    @property
+    def layout(self) -> tuple[tuple[int, str], ...]:
+        return tuple((i, kind) for i, (_, kind) in sorted(self.bindings.items()))
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return tuple(role for role, _ in self.bindings.values())
+
+    def workgroups(self, cfg: AttentionConfig, slots: int = 0) -> tuple[int, int, int]:
+        heads = getattr(cfg, self.heads)
+        if self.rows == "slots":
+            return (1, slots, cfg.batch * heads)
+        rows = getattr(cfg, self.rows)
+        return (1, math.ceil(rows / self.rows_per_workgroup), cfg.batch * heads)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entry_point": self.entry_point,
+            "files": list(self.files),
+            "bindings": {str(n): [role, kind] for n, (role, kind) in self.bindings.items()},
+            "rows": self.rows,
+            "heads": self.heads,
+            "rows_per_workgroup": self.rows_per_workgroup,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, path: str = "kernel") -> Kernel:
+        """A kernel from to_dict's form; errors name the field as `path.field`."""
+        required = ("entry_point", "files", "bindings", "rows", "heads")
+        d = _fields(d, path, cls.__dataclass_fields__, required)
+        with _nested(path):
+            bindings = d["bindings"]
+            if not isinstance(bindings, dict):
+                raise ConfigError(
+                    "bindings", f"must map binding numbers to [role, kind], got {bindings!r}"
+                )
+            table = {}
+            for n, pair in bindings.items():
+                if not (isinstance(pair, list | tuple) and len(pair) == 2):
+                    raise ConfigError("bindings", f"{n}: must be [role, kind], got {pair!r}")
+                if isinstance(n, str) and n.isdigit():
+                    n = int(n)
+                table[n] = (pair[0], pair[1])
+            files = d["files"]
+            return cls(
+                d["entry_point"],
+                tuple(files) if isinstance(files, list) else files,
+                table,
+                d["rows"],
+                d["heads"],
+                d.get("rows_per_workgroup", 128),
+            )
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    forward: Kernel
+    backward: tuple[Kernel, ...]  # dispatched in order, one compute pass each
+    required_limits: dict[str, int] = field(default_factory=dict)
+    # Specialisations by head_dim, smallest bound first: a run with head_dim <= bound
+    # dispatches that variant's kernels instead of this one's (e.g. tiles sized for
+    # head_dim 64). They compile with this variant and must fit its required_limits.
+    by_head_dim: tuple[tuple[int, Variant], ...] = ()
+    params: tuple[str, ...] = DEFAULT_PARAMS  # the uniform struct's fields, in order
+    supports: frozenset[str] = frozenset(FEATURES)  # what a configuration may use
+    max_head_dim: int = MAX_HEAD_DIM
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise ConfigError("name", f"must be letters, digits, _ . - (got {self.name!r})")
+        if not isinstance(self.description, str):
+            raise ConfigError("description", f"must be a string, got {self.description!r}")
+        if not isinstance(self.backward, tuple) or not self.backward:
+            raise ConfigError("backward", "must list at least one kernel")
+        for name, value in self.required_limits.items():
+            if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError("required_limits", f"{name!r}: must be an int, got {value!r}")
+        check_layout(self.params)
+        unknown = sorted(set(self.supports) - set(FEATURES))
+        if unknown:
+            raise ConfigError("supports", f"unknown {unknown}; known: {', '.join(FEATURES)}")
+        mhd = self.max_head_dim
+        if isinstance(mhd, bool) or not isinstance(mhd, int) or not 1 <= mhd <= MAX_HEAD_DIM:
+            raise ConfigError("max_head_dim", f"must be an int in [1, {MAX_HEAD_DIM}], got {mhd!r}")
+        self._check_roles()
+
+    def _check_roles(self) -> None:
+        """What the runner relies on: the forward writes O and the LSE, the backward every
+        gradient, and no buffer is bound both packed and as its parts."""
+        fwd = self.forward.bindings.values()
+        for out in ("o", "lse"):
+            if (out, RW) not in fwd:
+                raise ConfigError("forward", f"must bind {out} read-write (it writes {out})")
+        roles = set(self.storage_roles)
+        for packed in sorted(roles & set(PACKED)):
+            clash = sorted(r for r in roles if r != packed and _parts(r) & _parts(packed))
+            if clash:
+                raise ConfigError("bindings", f"binds {packed} and {clash}: the same tensors twice")
+        written = {r for k in self.backward for r, kind in k.bindings.values() if kind == RW}
+        for r in written & set(PACKED):
+            written |= set(PACKED[r])
+        missing = [g for g in ("dq", "dk", "dv") if g not in written]
+        if missing:
+            raise ConfigError("backward", f"writes no {missing} (bind them, or dkv / dqkv)")
+        if roles & {"qkv", "dqkv"} and "gqa" in self.supports:
+            raise ConfigError("supports", "gqa: a qkv buffer holds as many K/V heads as Q heads")
+        if "mask" in self.supports and "mask" not in roles:
+            raise ConfigError("supports", "mask: no kernel binds the mask")
+
+    @property
+    def storage_roles(self) -> tuple[str, ...]:
+        """The roles this variant's own kernels bind (not its specialisations'), params
+        aside, in ROLES order: the buffers the runner makes."""
+        bound = {r for k in (self.forward, *self.backward) for r in k.roles}
+        return tuple(r for r in ROLES if r in bound and r != "params")
+
+    def binds(self, role: str) -> bool:
+        return any(role in k.roles for k in (self.forward, *self.backward))
+
+    def refusal(self, cfg: AttentionConfig) -> str | None:
+        """Why this variant cannot run the configuration (None: it can): head_dim over
+        max_head_dim, a feature it does not support, or a qkv buffer with seq_q != seq_k."""
+        if cfg.head_dim > self.max_head_dim:
+            return f"{self.name} supports head_dim <= {self.max_head_dim} (head_dim={cfg.head_dim})"
+        for feature, setting in features_used(cfg).items():
+            if feature not in self.supports:
+                return f"{self.name} does not support {feature} ({setting})"
+        if (self.binds("qkv") or self.binds("dqkv")) and cfg.seq_q != cfg.seq_k:
+            return (
+                f"{self.name} packs Q, K and V in one buffer per position (qkv): needs "
+                f"seq_q == seq_k (seq_q={cfg.seq_q}, seq_k={cfg.seq_k})"
+            )
+        return None
+
+    @property
+    def partial_dq(self) -> bool:
+        """Whether the backward adds dQ into partial sums in the scratch (a pass with one
+        workgroup per sum: see dq_slots)."""
+        return any(k.rows == "slots" for k in self.backward)
+
+    def dq_slots(self, cfg: AttentionConfig, cap_bytes: int) -> int:
+        """How many partial sums of dQ the backward keeps (0: none). Enough that
+        slots x batch x kv_heads workgroups fill a large GPU (PARTIAL_DQ_WORKGROUPS), at
+        most one per key tile (the slots pass's rows_per_workgroup keys) and
+        PARTIAL_DQ_MAX, within one binding of cap_bytes."""
+        if not self.partial_dq:
+            return 0
+        rows, d = cfg.rows(), cfg.head_dim
+        fit = (cap_bytes // F32_BYTES - whole_vec4s(2 * rows)) // whole_vec4s(rows * d)
+        if fit < 1:
+            need = scratch_elems(cfg, 1) * F32_BYTES
+            raise ConfigError(
+                "seq_q",
+                f"the {self.name} backward needs a {need}-byte scratch buffer (batch x "
+                f"heads x seq_q x (2 + head_dim) floats), over the device limit of "
+                f"{cap_bytes} bytes (maxStorageBufferBindingSize / maxBufferSize)",
+            )
+        want = math.ceil(PARTIAL_DQ_WORKGROUPS / (cfg.batch * cfg.kv_heads))
+        tile = min(k.rows_per_workgroup for k in self.backward if k.rows == "slots")
+        tiles = math.ceil(cfg.seq_k / tile)
+        return max(1, min(want, tiles, PARTIAL_DQ_MAX, fit))
+
+    def for_head_dim(self, head_dim: int) -> Variant:
+        return next((v for bound, v in self.by_head_dim if head_dim <= bound), self)
+
+    @property
+    def kernels(self) -> tuple[Kernel, ...]:
+        own = (self.forward, *self.backward)
+        return own + tuple(k for _, v in self.by_head_dim for k in v.kernels)
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(f for k in self.kernels for f in k.files))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data: what a request carries for a variant the runtime lacks."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "forward": self.forward.to_dict(),
+            "backward": [k.to_dict() for k in self.backward],
+            "required_limits": dict(self.required_limits),
+            "by_head_dim": [[bound, v.to_dict()] for bound, v in self.by_head_dim],
+            "params": list(self.params),
+            "supports": sorted(self.supports),
+            "max_head_dim": self.max_head_dim,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, path: str = "variant") -> Variant:
+        """A variant from to_dict's form, every field checked: a ConfigError names the
+        field (e.g. `variant.backward[1].bindings`) and what it may be."""
+        d = _fields(d, path, cls.__dataclass_fields__, ("name", "forward", "backward"))
+        backward = d["backward"]
+        if not isinstance(backward, list):
+            raise ConfigError(f"{path}.backward", f"must be a list of kernels, got {backward!r}")
+        specs = d.get("by_head_dim", [])
+        if not isinstance(specs, list) or not all(
+            isinstance(s, list | tuple) and len(s) == 2 for s in specs
+        ):
+            raise ConfigError(
+                f"{path}.by_head_dim", f"must be [[bound, variant], ...], got {specs!r}"
+            )
+        kw: dict[str, Any] = {
+            "forward": Kernel.from_dict(d["forward"], f"{path}.forward"),
+            "backward": tuple(
+                Kernel.from_dict(k, f"{path}.backward[{i}]") for i, k in enumerate(backward)
+            ),
+            "by_head_dim": tuple(
+                (b, cls.from_dict(v, f"{path}.by_head_dim[{i}]")) for i, (b, v) in enumerate(specs)
+            ),
+        }
+        for key, convert in (("params", tuple), ("supports", frozenset)):
+            if key in d:
+                if not isinstance(d[key], list):
+                    raise ConfigError(f"{path}.{key}", f"must be a list, got {d[key]!r}")
+                kw[key] = convert(d[key])
+        for key in ("required_limits", "max_head_dim"):
+            if key in d:
+                kw[key] = d[key]
+        if "required_limits" in kw and not isinstance(kw["required_limits"], dict):
+            raise ConfigError(f"{path}.required_limits", "must map limit names to ints")
+        with _nested(path):
+            return cls(d["name"], d.get("description", ""), **kw)
+
+
+def _fields(d: Any, path: str, known: Iterable[str], required: Iterable[str]) -> dict[str, Any]:
+    """d as a dict holding the required keys and no unknown ones."""
+    if not isinstance(d, dict):
+        raise ConfigError(path, f"must be a dict (to_dict's form), got {type(d).__name__}")
+    unknown = sorted(set(d) - set(known))
+    if unknown:
+        raise ConfigError(f"{path}.{unknown[0]}", f"unknown field; known: {', '.join(known)}")
+    for key in required:
+        if key not in d:
+            raise ConfigError(f"{path}.{key}", "is missing")
+    return d
+
+
+@contextmanager
+def _nested(path: str) -> Iterator[None]:
+    """Re-raises a constructor's ConfigError with the field's full path."""
+    try:
+        yield
+    except ConfigError as exc:
+        if exc.argument.startswith(path):
+            raise
+        raise ConfigError(f"{path}.{exc.argument}", exc.detail) from None
+
+
+def _parts(role: str) -> set[str]:
+    return set(PACKED.get(role, (role,)))

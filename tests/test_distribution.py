@@ -1,0 +1,81 @@
+"""The distribution as a team installs it: built from this checkout, installed into a clean
+virtual environment outside it, and used from the example project (examples/packed-kv: its
+own kernels, bindings unlike the seed's) through the pytest plugin and `py-harness check`,
+on wgpu and chromium. Nothing from the checkout is importable there: only the npm packages
+(Pyodide) are shared, through HARNESS_NODE_MODULES, as a team's CI would after
+`py-harness setup`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from py_harness.host import paths
+from py_harness.host.runtimes.registry import runtime
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "packed-kv"
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _run(cmd: list, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """(the venv's python, the environment to run it in)."""
+    for name in ("wgpu", "chromium"):
+        reason = runtime(name).missing()
+        if reason:
+            pytest.skip(f"{name}: {reason}")
+    tmp = tmp_path_factory.mktemp("distribution")
+    build = [sys.executable, "-m", "pip", "wheel", ROOT, "--no-deps", "-q", "-w", tmp / "dist"]
+    proc = _run([*build, "--no-build-isolation"], tmp, dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    [wheel] = (tmp / "dist").glob("py_harness-*.whl")
+    # The interpreter under this venv, not the venv's own (a venv inside a venv is fine, but
+    # its base must be a real installation).
+    base = Path(sysconfig.get_config_var("BINDIR")) / "python3"
+    assert _run([base, "-m", "venv", tmp / "venv"], tmp, dict(os.environ)).returncode == 0
+    python = tmp / "venv" / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = _run([python, "-m", "pip", "install", "-q", f"{wheel}[native]"], tmp, env)
+    assert proc.returncode == 0, proc.stderr
+    env |= {"HARNESS_NODE_MODULES": str(paths.node_modules()), "HARNESS_CACHE": str(tmp / "c")}
+    yield python, env
+
+
+def test_installed_package_is_not_the_checkout(installed: tuple[Path, dict[str, str]]) -> None:
+    python, env = installed
+    code = "import py_harness.host.paths as p; print(p.PACKAGE_DIR, p.IN_CHECKOUT, p.SHADER_DIR)"
+    proc = _run([python, "-c", code], Path("/"), env)
+    where, in_checkout, shaders = proc.stdout.split()
+    assert str(python.parents[1]) in where and in_checkout == "False", proc.stderr
+    assert (Path(shaders) / "flash_attention_v2_backward.wgsl").is_file()
+
+
+def test_example_project_passes_on_wgpu_and_chromium(
+    installed: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    python, env = installed
+    project = tmp_path / "packed-kv"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("build", "__pycache__"))
+    proc = _run([python, "-m", "pytest", "--runtime", "wgpu,chromium", "-m", "smoke"], project, env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " failed" not in proc.stdout and " passed" in proc.stdout
+    # Both runtimes judged the project's variant: the plugin's matrix names it per runtime.
+    assert "py-harness: packed_kv, case x runtime" in proc.stdout, proc.stdout[-3000:]
+    # The check command, from the installed distribution, on the same variant file.
+    check = [python, "-m", "py_harness", "check", "--runtime", "wgpu", "--smoke"]
+    check += ["--variant", "packed_kv", "--variant-file", "kernels/packed_kv.toml"]
+    proc = _run(check, project, env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert (project / "build" / "check-packed_kv" / "results.json").is_file()

@@ -1,0 +1,77 @@
+"""The package's architecture, checked from the source: the in-browser part imports nothing
+of the host's, judging imports no runtime, and no two modules import each other, directly or
+round a loop (function-level imports count: a cycle by lazy import is still a cycle)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from py_harness.host.serving.build_wheel import in_browser_files
+
+PACKAGE = Path(__file__).resolve().parents[1] / "py_harness"
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute names of what a module imports (anywhere in it)."""
+    me = _module(path).split(".")
+    package = me if path.name == "__init__.py" else me[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            stem = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(stem)
+            found |= {f"{stem}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    return {m: {i for i in _imports(p) if i in modules and i != m} for m, p in modules.items()}
+
+
+def test_the_pyodide_wheel_imports_no_host_code_nor_native_libraries() -> None:
+    for path in in_browser_files():
+        bad = {
+            i
+            for i in _imports(path)
+            if i.startswith(("py_harness.host", "py_harness.gpu.native", "wgpu", "numpy"))
+        }
+        assert not bad, f"{path.relative_to(PACKAGE)} (in the Pyodide wheel) imports {bad}"
+
+
+def test_judging_imports_no_runtime_tool_or_server() -> None:
+    for module, deps in _graph().items():
+        if module.startswith("py_harness.host.judge"):
+            above = ("runtimes", "tools", "serving", "engine", "pytest_plugin", "cli")
+            bad = {d for d in deps if d.startswith(tuple(f"py_harness.host.{a}" for a in above))}
+            assert not bad, f"{module} imports {bad}"
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    # Packages import their own modules by being their parents: drop parent edges.
+    graph = {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in graph.items()}
+    state: dict[str, int] = {}
+
+    def visit(m: str, trail: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                cycle = trail[trail.index(d) :] + [d] if d in trail else [m, d]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if d not in state:
+                visit(d, [*trail, d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])

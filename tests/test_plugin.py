@@ -1,0 +1,79 @@
+"""The pytest plugin as a project sees it (pytester: a fresh pytest run in a temporary
+folder, the plugin loaded by its entry point): options, ini keys, markers, and the refusal
+of bad options before any runtime starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from py_harness.host.runtimes.registry import runtime
+
+pytest_plugins = ["pytester"]
+
+
+def test_options_ini_keys_and_markers_are_registered(pytester: pytest.Pytester) -> None:
+    help_text = pytester.runpytest("--help").stdout.str()
+    for option in ("--runtime", "--variant", "--variant-file", "--draws", "--long", "--case"):
+        assert option in help_text
+    for key in ("harness_runtimes", "harness_variants", "harness_variant_files"):
+        assert key in help_text
+    markers = pytester.runpytest("--markers").stdout.str()
+    for marker in ("smoke", "long", "browser", "needs_adapter"):
+        assert f"@pytest.mark.{marker}" in markers
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--runtime", "safari"], "--runtime: unknown 'safari'"),
+        (["--variant", "nope"], "--variant: unknown 'nope'"),
+        (["--draws", "0"], "--draws: must be >= 1"),
+        (["--case", "d1-no-such-case"], "d1-no-such-case"),
+        (["--variant-file", "missing.toml"], "missing.toml"),
+        (["--shaders", "."], "lacks fa2_fast_backward.wgsl"),
+    ],
+)
+def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args, message) -> None:
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+
+
+def test_ini_keys_set_the_defaults(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nharness_runtimes = wgpu\nharness_variants = fast\n")
+    pytester.makepyfile(
+        """
+        def test_chosen(request, variant):
+            assert request.config.harness_runtimes == ["wgpu"]
+            assert variant == "fast"
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+@pytest.mark.browser
+def test_needs_adapter_skips_what_the_adapter_lacks(pytester: pytest.Pytester) -> None:
+    reason = runtime("wgpu").missing()
+    if reason:
+        pytest.skip(reason)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.needs_adapter(feature="no-such-feature")
+        def test_feature(harness):
+            raise AssertionError("ran without the feature")
+
+        @pytest.mark.needs_adapter(limits={"maxComputeWorkgroupStorageSize": 1 << 40})
+        def test_limit(harness):
+            raise AssertionError("ran without the limit")
+
+        @pytest.mark.needs_adapter(limits={"maxComputeWorkgroupStorageSize": 16384})
+        def test_has_it(harness):
+            assert harness.adapter()["limits"]["maxComputeWorkgroupStorageSize"] >= 16384
+        """
+    )
+    result = pytester.runpytest_subprocess("--runtime", "wgpu", "-rs")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*lacks the feature 'no-such-feature'*"])
