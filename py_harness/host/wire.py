@@ -4,11 +4,12 @@ little-endian f32 bytes. run_on sends one case to anything with the service's `c
 from __future__ import annotations
 
 import base64
+import math
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..config import AttentionConfig, ConfigError, validate
+from ..config import OUTPUTS, AttentionConfig, ConfigError, validate
 from ..kernels import DEFAULT_VARIANT
 from . import variants
 
@@ -20,8 +21,11 @@ class Caller(Protocol):
 
 
 def encode_tensors(x: dict[str, np.ndarray]) -> dict[str, str]:
-    """Arrays as the service takes them: base64 of their little-endian bytes."""
-    return {n: base64.b64encode(np.ascontiguousarray(a).tobytes()).decode() for n, a in x.items()}
+    """Arrays as the service takes them: base64 of their little-endian f32 bytes."""
+    return {
+        n: base64.b64encode(np.ascontiguousarray(a, "<f4").tobytes()).decode("ascii")
+        for n, a in x.items()
+    }
 
 
 def run_on(
@@ -51,9 +55,20 @@ def run_on(
 
 
 def decode_outputs(cfg: AttentionConfig, outputs: dict[str, str]) -> dict[str, np.ndarray]:
-    """run_case's outputs (base64 of f32 bytes) as arrays of their shapes (cfg.shapes())."""
+    """Outputs as run_case returns them (base64 of f32 bytes) as arrays of their shapes
+    (cfg.shapes()); a name that is no output, bad base64 or a byte count that is not the
+    shape's is refused with the name."""
     shapes = cfg.shapes()
-    return {
-        n: np.frombuffer(base64.b64decode(data), "<f4").reshape(shapes[n])
-        for n, data in outputs.items()
-    }
+    got = {}
+    for name, data in outputs.items():
+        if name not in OUTPUTS:
+            raise ConfigError(name, f"unknown output (known: {', '.join(OUTPUTS)})")
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (ValueError, TypeError):
+            raise ConfigError(name, "is not base64") from None
+        want = math.prod(shapes[name])
+        if len(raw) != 4 * want:
+            raise ConfigError(name, f"has {len(raw)} bytes; shape wants {want} float32 values")
+        got[name] = np.frombuffer(raw, "<f4").reshape(shapes[name])
+    return got

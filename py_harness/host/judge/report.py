@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from ...config import OUTPUTS
 from .inputs import CaseResult
 from .limitations import Coverage
-from .verdict import OUTPUTS
 
 SHORT = {"o": "O", "lse": "LSE", "dq": "dQ", "dk": "dK", "dv": "dV"}
 

@@ -15,11 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ...config import AttentionConfig
+from ...config import OUTPUTS, AttentionConfig
 from . import compare, reference
 from .sequential_ref import attention_seq32
-
-OUTPUTS = ("o", "lse", "dq", "dk", "dv")
 
 
 def _kwargs(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> dict[str, Any]:

@@ -33,18 +33,17 @@ from urllib.parse import parse_qs
 
 import numpy as np
 
-from ...config import AttentionConfig, ConfigError, check_input_bytes, validate
+from ...config import HOST_INPUTS, AttentionConfig, ConfigError, check_input_bytes, validate
 from ...gpu.device import REQUIRED_LIMITS
 from ...kernels import DEFAULT_VARIANT, VARIANTS
 from ..judge.cases import CASES, SMOKE, Case, by_id
 from ..judge.inputs import judge_case, make_inputs
 from ..judge.limitations import Coverage, case_coverage, coverage
 from ..judge.report import outcome
-from ..judge.verdict import OUTPUTS, judge_outputs
-from ..wire import decode_outputs
+from ..judge.verdict import judge_outputs
+from ..wire import decode_outputs, encode_tensors
 
 JSON_TYPE = "application/json"
-INPUTS = ("q", "k", "v", "d_out", "mask")
 
 
 class ApiError(Exception):
@@ -122,7 +121,7 @@ def cases(set: str = "smoke", variant: str = "", adapter: str = "") -> dict[str,
 def inputs(case_id: str) -> dict[str, Any]:
     case = _case(case_id)
     x = make_inputs(case)
-    return {"case": case.id, "config": case.config().to_dict(), "tensors": _encode(x)}
+    return {"case": case.id, "config": case.config().to_dict(), "tensors": encode_tensors(x)}
 
 
 def judge(request: dict[str, Any]) -> dict[str, Any]:
@@ -130,15 +129,17 @@ def judge(request: dict[str, Any]) -> dict[str, Any]:
     cfg = AttentionConfig.from_dict(request["config"])
     validate(cfg)
     raw = {n: base64.b64decode(b, validate=True) for n, b in request["inputs"].items()}
-    unknown = set(raw) - set(INPUTS)
+    unknown = set(raw) - set(HOST_INPUTS)
     if unknown:
-        raise ConfigError(sorted(unknown)[0], f"unknown input (known: {', '.join(INPUTS)})")
+        raise ConfigError(sorted(unknown)[0], f"unknown input (known: {', '.join(HOST_INPUTS)})")
     check_input_bytes(cfg, raw)
     if "d_out" not in raw:
         raise ConfigError("d_out", "is missing (the backward pass needs it)")
     shapes = _shapes(cfg)
     x = {n: np.frombuffer(b, "<f4").reshape(shapes[n]) for n, b in raw.items()}
-    got = _decode(request["outputs"], shapes)
+    got = decode_outputs(cfg, request["outputs"])
+    if "o" not in got:
+        raise ConfigError("o", "is missing from the outputs")
     t0 = time.perf_counter()
     reports, ref64 = judge_outputs(cfg, x, got)
     reference_ms = (time.perf_counter() - t0) * 1e3
@@ -160,8 +161,8 @@ def judge(request: dict[str, Any]) -> dict[str, Any]:
         # For the page's maps, as f32: the reference, and |actual - ref64| taken in float64
         # (differencing against a reference already rounded to f32 would add rounding of
         # the size of the errors themselves).
-        "reference": _encode({n: ref64[n].astype(np.float32) for n in got}),
-        "abs_error": _encode({n: _abs_error(got[n], ref64[n]) for n in got}),
+        "reference": encode_tensors({n: ref64[n].astype(np.float32) for n in got}),
+        "abs_error": encode_tensors({n: _abs_error(got[n], ref64[n]) for n in got}),
         "reference_ms": reference_ms,
     }
 
@@ -224,31 +225,9 @@ def _shapes(cfg: AttentionConfig) -> dict[str, tuple[int, ...]]:
     return cfg.shapes() | {"mask": cfg.mask_shape or (0,)}
 
 
-def _decode(outputs: dict[str, str], shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
-    got = {}
-    for name, data in outputs.items():
-        if name not in OUTPUTS:
-            raise ConfigError(name, f"unknown output (known: {', '.join(OUTPUTS)})")
-        raw = base64.b64decode(data, validate=True)
-        want = math.prod(shapes[name])
-        if len(raw) != 4 * want:
-            raise ConfigError(name, f"has {len(raw)} bytes; shape wants {want} float32 values")
-        got[name] = np.frombuffer(raw, "<f4").reshape(shapes[name])
-    if "o" not in got:
-        raise ConfigError("o", "is missing from the outputs")
-    return got
-
-
 def _abs_error(actual: np.ndarray, ref: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):
         return np.abs(actual.astype(np.float64) - ref).astype(np.float32)
-
-
-def _encode(arrays: dict[str, np.ndarray]) -> dict[str, str]:
-    return {
-        n: base64.b64encode(np.ascontiguousarray(a, "<f4").tobytes()).decode("ascii")
-        for n, a in arrays.items()
-    }
 
 
 def _body(body: bytes) -> dict[str, Any]:
