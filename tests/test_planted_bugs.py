@@ -35,6 +35,7 @@ from py_harness.host.judge.cases import SMOKE, by_id
 from py_harness.host.judge.limitations import case_coverage
 from py_harness.host.judge.mutants import FIRST_CATCH, MUTANTS, Mutant
 from py_harness.host.paths import shader_sources
+from py_harness.host.pytest_plugin import runtime_missing
 from py_harness.host.runtimes.registry import Launched, float_path, runtime
 from py_harness.host.runtimes.sessions import Session
 
@@ -53,14 +54,6 @@ _SAME_BITS_CASES = [
 ]
 
 FloatPath = tuple[str, str]
-
-
-def _available(name: str, config: pytest.Config) -> bool:
-    """Whether the plugin's `harness` fixture runs `name` rather than skipping it (Chromium
-    behind a browser server needs nothing installed here)."""
-    if name == "chromium" and config.getoption("--browser-ws"):
-        return True
-    return runtime(name).missing() is None
 
 
 class FloatPaths:
@@ -110,7 +103,7 @@ def float_paths(
         folder = folder.parent
 
     def probe(name: str) -> FloatPath | None:
-        if not _available(name, request.config):
+        if runtime_missing(name, request.config):
             return None  # never launched, so never judges
         rt = runtime(name)
         base_url = request.getfixturevalue("harness_server") if rt.needs_server else ""
@@ -144,7 +137,7 @@ def test_runtimes_on_one_float_path_agree_bit_for_bit(
 ) -> None:
     outputs: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
     for name in request.config.harness_runtimes:
-        if not _available(name, request.config):
+        if runtime_missing(name, request.config):
             continue
         rt = runtime(name)
         base_url = request.getfixturevalue("harness_server") if rt.needs_server else ""

@@ -209,16 +209,18 @@ def launched(
         yield Lazy()
 
 
-def _missing(name: str, config: pytest.Config) -> str | None:
+def runtime_missing(name: str, config: pytest.Config) -> str | None:
+    """Why the `harness` fixture would skip runtime `name` in this run (None: it runs it).
+    Chromium behind a browser server (--browser-ws) needs nothing installed here."""
     if name == "chromium" and config.getoption("--browser-ws"):
-        return None  # the browser is on the server's side
+        return None
     return runtime(name).missing()
 
 
 @pytest.fixture(scope="session")
 def chromium(pytestconfig: pytest.Config, launched: dict[str, Launched]) -> Any:
     """The session's Playwright Chromium browser (for tests that drive pages themselves)."""
-    reason = _missing("chromium", pytestconfig)
+    reason = runtime_missing("chromium", pytestconfig)
     if reason:
         pytest.skip(reason)
     return launched["chromium"].browser  # type: ignore[attr-defined]
@@ -228,7 +230,7 @@ def chromium(pytestconfig: pytest.Config, launched: dict[str, Launched]) -> Any:
 def harness(request: pytest.FixtureRequest, launched: dict[str, Launched]) -> Iterator[Session]:
     """A loaded harness on the runtime the test is parametrized with (one per module)."""
     rt = runtime(request.param)
-    reason = _missing(rt.name, request.config)
+    reason = runtime_missing(rt.name, request.config)
     if reason:
         pytest.skip(f"{rt.name} not available: {reason}")
     base_url = request.getfixturevalue("harness_server") if rt.needs_server else ""
@@ -300,8 +302,11 @@ def run_case(
             _record(node, o, variant)
             raise
         o = report.outcome(results, covered)
-        saved = report.save_outputs(results[0], Path(os.environ["HARNESS_OUTPUTS_DIR"]), variant)
-        _record(node, o, variant, str(saved))
+        saved = ""
+        if len(request.config.harness_runtimes) > 1:  # only a comparison reads them
+            folder = Path(os.environ["HARNESS_OUTPUTS_DIR"])
+            saved = str(report.save_outputs(results[0], folder, variant))
+        _record(node, o, variant, saved)
         if o.status == "known":
             pytest.xfail(o.detail)
         assert o.status == "pass", f"{case.id} ({variant}) on {harness.runtime}:\n{o.detail}"
