@@ -305,3 +305,71 @@ def check_finite(name: str, data: bytes, allow_neg_inf: bool = False) -> None:
                 f"holds {x} at flat index {i}; inputs must be finite float32"
                 + (" (-inf is allowed)" if allow_neg_inf else ""),
             ) from None
+
+
+# ---- what judging a config costs the server ------------------------------------------------
+# The demo server computes the float64 reference and the float32 baselines (host/judge) for
+# whatever shape a request declares: a 208-byte change to a body can ask for gigabytes. These
+# model judge_outputs' peak memory and time from the shape alone, so the server and the page's
+# form refuse before any array work. Fitted over `python scripts/reference_cost.py` (NumPy 2.5,
+# this 2-core machine; docs/serving.md has the table) to stay above what it measures.
+REFERENCE_BYTES_PER_SCORE = 40  # per element of B*H*Sq*Sk: P, dP, dS in float64 and float32
+REFERENCE_BYTES_PER_FLOAT = 28  # per tensor element: float64 copies, baselines, base64
+REFERENCE_SECONDS_PER_SCORE_TERM = 25e-9  # per score and (head_dim + 8): the matrix products
+REFERENCE_SECONDS_PER_SCORE = 40e-9  # per score: softmax, masks
+REFERENCE_SECONDS_PER_SCORE_DROPOUT_OR_MASK = 160e-9  # instead, with dropout's hash or a mask
+REFERENCE_SECONDS_PER_ROW = 14e-6  # per query row (B*H*Sq)
+REFERENCE_SECONDS_PER_FLOAT = 100e-9  # per tensor element
+REFERENCE_SECONDS_PER_STEP = 4e-6  # per step of the float32 baseline's sequential sums
+_SEQ_BLOCK = 1 << 16  # sequential_ref's rows x columns per step
+
+
+@dataclass(frozen=True)
+class ReferenceCost:
+    """What judging `cfg` is expected to cost the server, from its shape alone."""
+
+    bytes: int
+    seconds: float
+
+
+def reference_cost(cfg: AttentionConfig) -> ReferenceCost:
+    """The float64 reference's and float32 baselines' peak memory and time for `cfg`, modelled
+    from the measured costs above (an upper bound on the shapes measured, not an exact figure)."""
+    bh = cfg.batch * cfg.num_heads
+    scores = bh * cfg.seq_q * cfg.seq_k
+    floats = sum(buffer_sizes(cfg, (*HOST_INPUTS, *OUTPUTS)).values())
+    # sequential_ref: P @ V and dP's row sums step once per key, Q @ K^T once per head_dim,
+    # over blocks of _SEQ_BLOCK floats of the output.
+    steps = bh * (
+        3 * cfg.seq_k * -(-cfg.seq_q * cfg.head_dim // _SEQ_BLOCK)
+        + 2 * cfg.seq_k
+        + 2 * cfg.head_dim * -(-cfg.seq_q * cfg.seq_k // _SEQ_BLOCK)
+    )
+    per_score = (
+        REFERENCE_SECONDS_PER_SCORE_DROPOUT_OR_MASK
+        if cfg.dropout_p or cfg.mask_shape
+        else REFERENCE_SECONDS_PER_SCORE
+    )
+    return ReferenceCost(
+        bytes=REFERENCE_BYTES_PER_SCORE * scores + REFERENCE_BYTES_PER_FLOAT * floats,
+        seconds=scores * (REFERENCE_SECONDS_PER_SCORE_TERM * (cfg.head_dim + 8) + per_score)
+        + REFERENCE_SECONDS_PER_ROW * bh * cfg.seq_q
+        + REFERENCE_SECONDS_PER_FLOAT * floats
+        + REFERENCE_SECONDS_PER_STEP * steps,
+    )
+
+
+def check_reference_cost(cfg: AttentionConfig, limits: dict[str, float]) -> None:
+    """Refuse a config whose reference would cost more than `limits` allow (the server's
+    /api/info reference_limits: max_reference_bytes, max_reference_seconds), naming both."""
+    cost = reference_cost(cfg)
+    max_bytes, max_seconds = limits["max_reference_bytes"], limits["max_reference_seconds"]
+    if cost.bytes > max_bytes or cost.seconds > max_seconds:
+        mib = 2**20
+        raise ConfigError(
+            "case",
+            f"judging it needs about {cost.bytes / mib:.0f} MiB and {cost.seconds:.1f} s of "
+            f"the server's float64 reference, over its limit of {max_bytes / mib:.0f} MiB and "
+            f"{max_seconds:g} s (start it with python server.py --max-reference-mb N "
+            "--max-reference-seconds S)",
+        )

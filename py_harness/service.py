@@ -14,7 +14,13 @@ import time
 from collections.abc import Awaitable, Callable
 
 from . import probes
-from .config import AttentionConfig, ConfigError, validate, validate_sizes
+from .config import (
+    AttentionConfig,
+    ConfigError,
+    check_reference_cost,
+    validate,
+    validate_sizes,
+)
 from .gpu.device import Device
 from .kernels import DEFAULT_VARIANT, VARIANTS, Variant, variant
 from .runner import AttentionRunner
@@ -82,13 +88,17 @@ class HarnessService:
         )
 
     async def validate_config(self, request_json: str) -> str:
-        """request: {config} -> {ok: true} or {ok: false, argument, message}, the message
-        being the ConfigError text the API raises (the demo page's form shows it). Buffer
-        sizes are checked against the device's limits only when a device is open already:
-        validating a form must not request one."""
+        """request: {config, limits?} -> {ok: true} or {ok: false, argument, message}, the
+        message being the ConfigError text the API raises (the demo page's form shows it).
+        limits: the server's reference_limits (/api/info), so the form refuses what the
+        server would refuse, in its words. Buffer sizes are checked against the device's
+        limits only when a device is open already: validating a form must not request one."""
         try:
-            cfg = AttentionConfig.from_dict(json.loads(request_json)["config"])
+            request = json.loads(request_json)
+            cfg = AttentionConfig.from_dict(request["config"])
             validate(cfg)
+            if request.get("limits"):
+                check_reference_cost(cfg, request["limits"])
             if self._device is not None and self._device.lost is None:
                 validate_sizes(cfg, self._device.limits)
         except ConfigError as exc:

@@ -33,7 +33,8 @@ class TimingPlan:
 
 async def time_passes(dev: Device, passes: list[ComputePass], plan: TimingPlan) -> dict:
     """Median GPU ms (timestamps; else wall), median per pass (timestamps only; by entry
-    point) and median wall-minus-GPU overhead, over plan.runs runs after the warm-up."""
+    point) and median wall-minus-GPU overhead, over plan.runs runs after the warm-up;
+    runs_ms: every run's GPU ms (the demo page shows their spread)."""
     gpu, wall, per_pass = [], [], []
     started, warm = time.perf_counter(), 0
     while plan.warming(started, warm):
@@ -54,6 +55,7 @@ async def time_passes(dev: Device, passes: list[ComputePass], plan: TimingPlan) 
         }
     return {
         "ms": statistics.median(gpu),
+        "runs_ms": gpu,
         "pass_ms": pass_ms,
         "wall_ms": statistics.median(wall),
         "dispatch_overhead_ms": statistics.median(w - g for w, g in zip(wall, gpu, strict=True)),

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import numpy as np
 import pytest
 
-from py_harness.config import AttentionConfig, ConfigError, validate, validate_sizes
+from py_harness.config import (
+    AttentionConfig,
+    ConfigError,
+    check_reference_cost,
+    reference_cost,
+    validate,
+    validate_sizes,
+)
 from py_harness.gpu.device import NoAdapterError
-from py_harness.host.judge.cases import CONTROL
+from py_harness.host.judge.cases import CASES, CONTROL
 from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.wire import run_on
 from py_harness.runner import AttentionRunner
+from py_harness.service import HarnessService
 from tests.fakes import NoGPUWorkDevice, own_thread
 
 BASE = {"batch": 1, "num_heads": 4, "seq_q": 17, "seq_k": 17, "head_dim": 64}
@@ -102,3 +111,43 @@ def test_non_float32_data_is_refused_on_the_host() -> None:
 def test_no_adapter_message_says_how_to_enable_webgpu() -> None:
     text = str(NoAdapterError("navigator.gpu is undefined in this page"))
     assert "--enable-unsafe-webgpu" in text and "dom.webgpu.enabled" in text
+
+
+LIMITS = {"max_reference_bytes": 512 * 2**20, "max_reference_seconds": 30.0}
+
+
+def test_reference_cost_follows_the_declared_shape() -> None:
+    # The body: 208 KB declaring Sq = Sk = 8000, head_dim 1 (the reference peaked at
+    # 2.06 GB). The cost is the shape's, so it is refused whatever the body holds.
+    big = AttentionConfig(batch=1, num_heads=1, num_kv_heads=1, seq_q=8000, seq_k=8000, head_dim=1)
+    cost = reference_cost(big)
+    assert cost.bytes > 2 * 10**9
+    with pytest.raises(ConfigError, match=r"case: .* over its limit of 512 MiB and 30 s") as exc:
+        check_reference_cost(big, LIMITS)
+    assert "--max-reference-mb" in str(exc.value)
+    # Time alone can refuse: one query row against 10 million keys is small but slow (the
+    # float32 baseline's sequential sums step once per key).
+    long_keys = AttentionConfig(
+        batch=1, num_heads=1, num_kv_heads=1, seq_q=1, seq_k=10**7, head_dim=1
+    )
+    assert reference_cost(long_keys).seconds > 30 > 0 < reference_cost(long_keys).bytes
+    with pytest.raises(ConfigError, match="case: "):
+        check_reference_cost(long_keys, {**LIMITS, "max_reference_bytes": 2**40})
+    # Every short case of the matrix fits the default limits (the demo's matrix view).
+    for case in CASES:
+        if not case.long:
+            check_reference_cost(case.config(), LIMITS)
+
+
+def test_validate_config_refuses_what_the_server_would() -> None:
+    service = HarnessService(request_device=None, load_source=None)  # type: ignore[arg-type]
+    big = AttentionConfig(
+        batch=1, num_heads=1, num_kv_heads=1, seq_q=30000, seq_k=30000, head_dim=1
+    )
+    request = {"config": big.to_dict()}
+    assert json.loads(asyncio.run(service.validate_config(json.dumps(request))))["ok"]
+    got = json.loads(asyncio.run(service.validate_config(json.dumps(request | {"limits": LIMITS}))))
+    assert got["ok"] is False and got["argument"] == "case"
+    with pytest.raises(ConfigError) as exc:
+        check_reference_cost(big, LIMITS)
+    assert got["message"] == str(exc.value)  # the form's words are the server's

@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -16,7 +18,7 @@ from py_harness.config import AttentionConfig
 from py_harness.host.judge.cases import CASES, SMOKE, by_id
 from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.judge.verdict import OUTPUTS, judge_outputs, references
-from py_harness.host.serving import server
+from py_harness.host.serving import api, serve, server
 
 SMALL_LIMIT = 4096
 
@@ -26,8 +28,10 @@ def request(
 ) -> tuple[int, Any]:
     host, port = base_url.removeprefix("http://").rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    if headers is None:  # the page's POSTs are JSON; the server refuses other types (415)
+        headers = {"Content-Type": "application/json"} if method == "POST" else {}
     try:
-        conn.request(method, path, body=body, headers=headers or {})
+        conn.request(method, path, body=body, headers=headers)
         resp = conn.getresponse()
         return resp.status, json.loads(resp.read() or b"null")
     finally:
@@ -191,7 +195,7 @@ def test_bad_requests(
 ) -> None:
     host, port = base_url.removeprefix("http://").rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=10)
-    conn.request(method, path, body=body)
+    conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
     resp = conn.getresponse()
     assert resp.status == status
     assert text in resp.read().decode()
@@ -233,6 +237,56 @@ def test_cli_binds_loopback_and_sets_the_limit(monkeypatch: pytest.MonkeyPatch) 
         raise KeyboardInterrupt
 
     monkeypatch.setattr(server.HarnessServer, "serve_forever", serve_forever)
-    assert server.main(["--skip-build", "--port", "0"]) == 0
-    assert server.main(["--skip-build", "--port", "0", "--max-body-mb", "0.5"]) == 0
+    assert serve.main(["--skip-build", "--port", "0"]) == 0
+    assert serve.main(["--skip-build", "--port", "0", "--max-body-mb", "0.5"]) == 0
     assert seen == [("127.0.0.1", server.DEFAULT_MAX_BODY), ("127.0.0.1", 2**19)]
+
+
+def test_reference_over_the_limit_is_422_before_any_array_work(base_url: str) -> None:
+    # The 208 KB body declared Sq = Sk = 8000: the cost follows the declared shape,
+    # so the refusal comes before the (here not even base64) tensors are looked at.
+    big = CFG.to_dict() | {"batch": 1, "num_heads": 1, "num_kv_heads": 1, "causal": False}
+    big |= {"seq_q": 8000, "seq_k": 8000, "head_dim": 1}
+    t0 = time.perf_counter()
+    status, got = post(base_url, "/api/judge", {"config": big, "inputs": {"q": "!"}, "outputs": {}})
+    assert (status, got["error"].split(":")[0]) == (422, "case")
+    assert "over its limit of 512 MiB" in got["error"] and "--max-reference-mb" in got["error"]
+    assert time.perf_counter() - t0 < 1.0
+    # judge_case: a matrix case over a small server's limit gets the same refusal.
+    srv, url = server.start_server(port=0, max_reference_mb=1)
+    try:
+        status, got = post(url, "/api/judge_case", {"case": SMOKE[0].id, "reply": {"outputs": {}}})
+    finally:
+        server.stop(srv)
+    assert status == 422 and "limit of 1 MiB" in got["error"]
+
+
+def test_one_reference_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    def slow_judge(request: dict, limits: object) -> dict:
+        time.sleep(server.REFERENCE_WAIT + 1.5)
+        return {"judged": True}
+
+    monkeypatch.setattr(api, "judge", slow_judge)
+    srv, url = server.start_server(port=0)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(post, url, "/api/judge", {})
+            time.sleep(0.3)
+            second = pool.submit(request_with_headers, url, "/api/judge", b"{}")
+            status, headers, body = second.result()
+            assert first.result() == (200, {"judged": True})
+    finally:
+        server.stop(srv)
+    assert status == 503 and headers["Retry-After"] == "2"
+    assert "another reference" in json.loads(body)["error"]
+
+
+def request_with_headers(base_url: str, path: str, body: bytes) -> tuple[int, dict, bytes]:
+    host, port = base_url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read()
+    finally:
+        conn.close()

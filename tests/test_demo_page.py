@@ -13,7 +13,6 @@ import base64
 import json
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 from urllib.request import urlopen
@@ -26,63 +25,21 @@ from py_harness.host.judge.cases import SMOKE
 from py_harness.host.judge.dropout import dropout_multiplier
 from py_harness.host.judge.limitations import coverage
 from py_harness.host.judge.verdict import OUTPUTS, judge_outputs
-from py_harness.host.paths import output_dir
 from py_harness.host.wire import run_on
+from tests.demo_page import (
+    LOAD_TIMEOUT_MS,
+    RESULTS,
+    DemoSession,
+    click_run,
+    shot,
+    shown_errors,
+    smoke_rows,
+    status_counts,
+    summary_counts,
+    wait_js,
+)
 
 pytestmark = pytest.mark.browser
-
-RESULTS = output_dir().parent / "test-results"
-LOAD_TIMEOUT_MS = 120_000  # Pyodide start + SwiftShader pipeline compiles on 2 busy cores
-
-
-def shot(page: Any, name: str, card: str = "") -> None:
-    """The whole page as `name`; with `card` (a selector), also that element alone, as
-    name-card.png, to read at full size."""
-    RESULTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(RESULTS / name), full_page=True)
-    if card:
-        page.locator(card).screenshot(path=str(RESULTS / name.replace(".png", "-card.png")))
-
-
-class DemoSession:
-    """The demo page speaks the harness API too (it loads harness.js): a Session on it."""
-
-    runtime = "chromium"
-
-    def __init__(self, page: Any) -> None:
-        self.page = page
-
-    def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
-        status, value, _ = self.page.evaluate(
-            "([e, r]) => window.runHarness(e, r)", [entry, json.dumps(request)]
-        )
-        assert status == "ok", value
-        return json.loads(value)
-
-
-@pytest.fixture(scope="module")
-def demo(chromium: Any, harness_server: str) -> Iterator[Any]:
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=harness_server)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    # Offline: every request goes to the harness server (data: URLs never hit the network).
-    page.on(
-        "request",
-        lambda r: r.url.startswith((harness_server, "data:")) or errors.append(f"fetched {r.url}"),
-    )
-    t0 = time.perf_counter()
-    page.goto(f"{harness_server}/web/index.html")
-    page.wait_for_function("document.body.dataset.state !== 'loading'", timeout=LOAD_TIMEOUT_MS)
-    state = page.evaluate("document.body.dataset.state")
-    assert state == "ready", page.inner_text("main")[:2000]
-    timings = {"ready_s": time.perf_counter() - t0, **page.evaluate("window.demo.stageTimes")}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "demo_load_timings.json").write_text(json.dumps(timings, indent=1))
-    yield page
-    assert not errors, errors
-    context.close()
 
 
 def test_loads_and_shows_adapter(demo: Any) -> None:
@@ -102,27 +59,8 @@ def test_loads_and_shows_adapter(demo: Any) -> None:
     shot(demo, "demo_loaded.png")
 
 
-def _shown_errors(page: Any) -> dict[str, dict[str, str]]:
-    return page.eval_on_selector_all(
-        "#errors tr[data-output]",
-        """rows => Object.fromEntries(rows.map(r => [r.dataset.output, Object.fromEntries(
-            [...r.querySelectorAll('[data-field]')].map(td => [td.dataset.field, td.textContent])
-        )]))""",
-    )
-
-
-def _click_run(page: Any) -> None:
-    """Click Run and wait until the case from the form is done."""
-    page.evaluate("document.body.dataset.run = ''")
-    page.click("#run")
-    page.wait_for_function(
-        "['done', 'error'].includes(document.body.dataset.run)", timeout=LOAD_TIMEOUT_MS
-    )
-    assert page.evaluate("document.body.dataset.run") == "done", page.inner_text("#run-status")
-
-
 def test_run_agrees_with_python_api(demo: Any) -> None:
-    _click_run(demo)
+    click_run(demo)
     run = demo.evaluate(
         "(({config, variant, inputs, timings_ms, timing_source}) => "
         "({config, variant, inputs, timings_ms, timing_source}))(window.demo.lastRun)"
@@ -148,13 +86,19 @@ def test_run_agrees_with_python_api(demo: Any) -> None:
     # The Python API on the same inputs: run_case through the page, judged on the host.
     reply = run_on(DemoSession(demo), cfg, x, variant=run["variant"])
     wants, _ = judge_outputs(cfg, x, reply["arrays"])
-    shown = _shown_errors(demo)
+    shown = shown_errors(demo)
     assert set(shown) == set(OUTPUTS)
     for want in wants:
         name = want.name
         got = shown[name]
         assert got["passed"] == ("pass" if want.passed else "FAIL"), name
         for field in ("max_abs_err", "max_rel_err", "bound"):
+            if field == "max_rel_err" and got[field] == "—":
+                # Hidden only where it comes from a reference of about 0 (below the bound).
+                assert want.max_rel_err * want.bound > want.max_abs_err or abs(want.expected) < max(
+                    want.bound, 0
+                ), (name, want)
+                continue
             # The page shows 3 significant digits.
             assert float(got[field]) == pytest.approx(getattr(want, field), rel=6e-3), (name, field)
     assert demo.inner_text("#verdict") == "PASS"
@@ -182,16 +126,38 @@ def test_invalid_value_shows_python_message(demo: Any) -> None:
     for field, value in (("num_kv_heads", 3), ("head_dim", 129)):
         demo.fill(f"input[name={field}]", str(value))
         want = message_for(**{field: value})
-        demo.wait_for_function(
-            "t => document.querySelector('#form-error').textContent === t", arg=want
-        )
+        wait_js(demo, "document.querySelector('#form-error').textContent === arg", want)
         assert demo.get_attribute(f"input[name={field}]", "aria-invalid") == "true"
         assert demo.is_disabled("#run")
         assert f"{field}={value}" in demo.evaluate("location.search")
     demo.fill("input[name=num_kv_heads]", "2")
     demo.fill("input[name=head_dim]", "59")
-    demo.wait_for_function("document.querySelector('#form-error').textContent === ''")
-    demo.wait_for_function("!document.querySelector('#run').disabled")
+    wait_js(demo, "document.querySelector('#form-error').textContent === ''")
+    wait_js(demo, "!document.querySelector('#run').disabled")
+
+
+def test_form_refuses_what_the_server_would(demo: Any) -> None:
+    """Sq = Sk = 30000 with head_dim 1 is a valid config whose float64 reference needs tens
+    of GB: the form refuses it with the words the server would use (its /api/info
+    reference_limits passed to validate_config)."""
+    from py_harness import config as config_module
+
+    limits = demo.evaluate("window.demo.info.reference_limits")
+    assert limits, "the server's /api/info has no reference_limits"
+    check = config_module.check_reference_cost
+    base = dict(batch=1, num_heads=4, num_kv_heads=2, seq_q=30000, seq_k=30000, head_dim=1)
+    with pytest.raises(ConfigError) as err:
+        check(AttentionConfig(**base, causal=True), limits)
+    want = str(err.value)
+    for field in ("seq_q", "seq_k", "head_dim"):
+        demo.fill(f"input[name={field}]", str(base[field]))
+    wait_js(demo, "document.querySelector('#form-error').textContent === arg", want)
+    assert demo.is_disabled("#run") and demo.is_disabled("#compare")
+    assert demo.get_attribute("input[name=seq_k]", "aria-invalid") == "true"
+    shot(demo, "demo_reference_limit.png", "#case-card")
+    for field, value in (("seq_q", 113), ("seq_k", 203), ("head_dim", 59)):
+        demo.fill(f"input[name={field}]", str(value))
+    wait_js(demo, "document.querySelector('#form-error').textContent === ''")
 
 
 VERDICT_TEXT = {
@@ -209,35 +175,16 @@ def _server_cases(base_url: str, variant: str, adapter: str) -> dict[str, dict[s
         return {c["id"]: c for c in json.loads(resp.read())["cases"]}
 
 
-def _smoke_rows(page: Any) -> list[dict[str, Any]]:
-    return page.eval_on_selector_all(
-        "#smoke-table tbody tr",
-        """rs => rs.map(r => ({case: r.dataset.case, status: r.dataset.status,
-            passed: r.dataset.passed ?? null, verdict: r.children[1].textContent,
-            title: r.children[1].title, text: r.textContent}))""",
-    )
-
-
-def _summary_counts(results: list[dict[str, Any]]) -> str:
-    n = {s: sum(r["status"] == s for r in results) for s in ("pass", "known", "unsupported")}
-    parts = [f"{n['pass']} passed"]
-    if n["known"]:
-        parts.append(f"{n['known']} known failure{'s' if n['known'] > 1 else ''}")
-    if n["unsupported"]:
-        parts.append(f"{n['unsupported']} unsupported on this driver")
-    return ", ".join(parts + [f"{len(results) - sum(n.values())} failed"])
-
-
 def _run_smoke(page: Any) -> None:
     page.evaluate("document.body.dataset.smoke = ''")
     page.click("#smoke")
-    page.wait_for_function("document.body.dataset.smoke === 'done'", timeout=LOAD_TIMEOUT_MS)
+    wait_js(page, "document.body.dataset.smoke === 'done'", timeout=LOAD_TIMEOUT_MS)
 
 
 def _copied_smoke(page: Any) -> dict[str, Any]:
     page.evaluate("document.querySelector('#copy-status').textContent = ''")
     page.click("#copy-json")
-    page.wait_for_function("document.querySelector('#copy-status').textContent !== ''")
+    wait_js(page, "document.querySelector('#copy-status').textContent !== ''")
     return json.loads(page.evaluate("navigator.clipboard.readText()"))
 
 
@@ -248,7 +195,7 @@ def test_smoke_suite_passes(demo: Any, harness_server: str) -> None:
     server = _server_cases(harness_server, "seed", adapter)
     t0 = time.perf_counter()
     _run_smoke(demo)
-    rows = _smoke_rows(demo)
+    rows = smoke_rows(demo)
     assert [r["case"] for r in rows] == [c.id for c in SMOKE]
     (RESULTS / "demo_smoke_seconds.txt").write_text(f"{time.perf_counter() - t0:.1f}\n")
     shot(demo, "demo_smoke.png", "#smoke-card")
@@ -277,7 +224,7 @@ def test_smoke_suite_passes(demo: Any, harness_server: str) -> None:
             assert row["title"] == covered["text"], where
     assert copied["passed"] is True
     summary = demo.inner_text("#smoke-summary")
-    assert summary.startswith(_summary_counts(copied["results"]) + " · "), summary
+    assert summary.startswith(summary_counts(copied["results"]) + " · "), summary
 
 
 def test_smoke_shows_what_limitations_cover(demo: Any, harness_server: str) -> None:
@@ -325,7 +272,7 @@ def test_smoke_shows_what_limitations_cover(demo: Any, harness_server: str) -> N
     demo.on("request", on_request)
     try:
         _run_smoke(demo)
-        rows = {r["case"]: r for r in _smoke_rows(demo)}
+        rows = {r["case"]: r for r in smoke_rows(demo)}
         copied = _copied_smoke(demo)
         shot(demo, "demo_smoke_covered.png", "#smoke-card")
     finally:
@@ -354,7 +301,15 @@ def test_smoke_shows_what_limitations_cover(demo: Any, harness_server: str) -> N
     assert by_case[ids[1]]["status"] == "known" and by_case[ids[1]]["covered"] == known
     assert by_case[ids[0]]["status"] == "pass" and by_case[ids[0]]["covered"] is None
     assert copied["passed"] is True  # a known failure and an unsupported case are no failures
-    assert copied["counts"] == {"passed": 1, "known": 1, "unsupported": 1, "failed": 0, "errors": 0}
+    assert copied["counts"] == {
+        "passed": 1,
+        "known": 1,
+        "unsupported": 1,
+        "failed": 0,
+        "errors": 0,
+        "not_run": 0,
+    }
+    assert status_counts(demo) == {"pass": 1, "fail": 0, "known": 1, "unsupported": 1}
     summary = demo.inner_text("#smoke-summary")
     assert summary.startswith(
         "1 passed, 1 known failure, 1 unsupported on this driver, 0 failed · "
@@ -387,12 +342,13 @@ def _run_form(page: Any, fields: dict[str, Any], variant: str) -> tuple[dict, di
     page.uncheck("input[name=causal]")
     page.select_option("select[name=mask]", "none")
     page.select_option("select[name=variant]", variant)
-    page.wait_for_function(
+    wait_js(
+        page,
         "document.querySelector('#form-error').textContent === '' && "
-        "!document.querySelector('#run').disabled"
+        "!document.querySelector('#run').disabled",
     )
     with page.expect_request(lambda r: r.url.endswith("/api/judge")) as judge:
-        _click_run(page)
+        click_run(page)
     run = page.evaluate(
         "(({config, variant, passed, status, covered, reports}) => "
         "({config, variant, passed, status, covered, reports}))(window.demo.lastRun)"

@@ -33,6 +33,8 @@ async function fetchJSON(path, init) {
   if (!resp.ok) {
     const err = new Error(`${init?.method ?? "GET"} ${path}: HTTP ${resp.status}: ${body.error}`);
     err.detail = body.error;
+    err.status = resp.status;
+    err.retryAfter = Number(resp.headers.get("Retry-After"));
     throw err;
   }
   return body;
@@ -46,6 +48,31 @@ export const postJSON = (path, obj) =>
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify(obj),
   });
+
+// A judge request: the server computes one float64 reference at a time and answers 503 with
+// Retry-After while another is being computed (another tab, a test). Wait and ask again, a
+// few times; `job` (demo-util.js's Job) may cancel the wait. 422 (over the server's reference
+// cost limit) and every other error are thrown as they are.
+const JUDGE_TRIES = 6;
+const RETRY_DEFAULT_S = 2;
+const RETRY_MAX_S = 15;
+
+export async function postJudge(path, obj, job, onWait = () => {}) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await postJSON(path, obj);
+    } catch (err) {
+      if (err.status !== 503 || attempt >= JUDGE_TRIES) throw err;
+      const wait = Math.min(RETRY_MAX_S, err.retryAfter > 0 ? err.retryAfter : RETRY_DEFAULT_S);
+      onWait(`the server is computing another reference; asking again in ${wait} s`);
+      for (let t = 0; t < wait * 10; t++) {
+        job?.check();
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      job?.check();
+    }
+  }
+}
 
 // The server sends non-finite floats as strings (JSON has no inf / NaN).
 export const num = (v) => (typeof v === "string" ? Number(v) : (v ?? NaN));

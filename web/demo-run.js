@@ -1,7 +1,9 @@
-// Runs for the demo page: one case from the form (run_case in Pyodide, judged by the server),
-// its tables and pictures, and the smoke suite. `state` is demo.js's shared state.
+// A run from the form: inputs, the variant's pipelines (compiled on its first run, announced),
+// run_case in Pyodide, the server's judgement, optional repeated timing; then its result card
+// and pictures. Also the job life cycle every run shares (busy form, stale result, Cancel).
+// `state` is demo.js's shared state.
 
-import { call, getJSON, num, postJSON } from "./demo-api.js";
+import { call, num, postJudge } from "./demo-api.js";
 import {
   MASK_PRESETS,
   attentionWeights,
@@ -12,36 +14,26 @@ import {
   toBase64,
 } from "./demo-data.js";
 import { DROPPED_RGB, MASKED_RGB, css, heatmap } from "./demo-heatmap.js";
+import { addEntry, shownEntry } from "./demo-history.js";
+import {
+  $,
+  Cancelled,
+  Job,
+  NAMES,
+  VERDICTS,
+  esc,
+  fmtErr,
+  ms,
+  relErr,
+  runtimeName,
+  secs,
+  shapeText,
+  verdictOf,
+} from "./demo-util.js";
 
-const $ = (sel) => document.querySelector(sel);
-const NAMES = { o: "O", lse: "LSE", dq: "dQ", dk: "dK", dv: "dV" };
-const ms = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
-export const fmtErr = (v) => {
-  v = num(v);
-  return Number.isFinite(v) ? v.toExponential(2) : String(v);
-};
-const esc = (s) => String(s).replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
-// The harness's statuses (api.judge, api.judge_case) as the page shows them. "known": a
-// declared flaw of the variant covers the failure; "unsupported": a declared limitation of
-// this driver covers the case, which is then not a verdict on the kernel (and, in the smoke
-// suite, not run).
-const VERDICTS = {
-  pass: { label: "PASS", row: "pass", cls: "pass" },
-  fail: { label: "FAIL", row: "FAIL", cls: "fail" },
-  known: { label: "known failure", row: "known failure", cls: "known" },
-  unsupported: {
-    label: "unsupported on this driver",
-    row: "unsupported on this driver",
-    cls: "unsupported",
-  },
-  error: { label: "error", row: "error", cls: "fail" },
-};
-const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
-
-function setBusy(state, busy) {
-  state.busy = busy;
-  state.syncButtons();
-}
+export const MASK_LABELS = Object.fromEntries(
+  Object.entries(MASK_PRESETS).map(([k, p]) => [k, p.label]),
+);
 
 function status(text, cls = "") {
   const el = $("#run-status");
@@ -59,85 +51,206 @@ function showError(err) {
       : "");
 }
 
-// ---- one case ---------------------------------------------------------------------------------
+// ---- the job life cycle -------------------------------------------------------------------
+
+const RESULT_VIEWS = ["#result-card", "#compare-card", "#pictures"];
+
+function banner(kind, html) {
+  const b = $("#result-banner");
+  b.dataset.kind = kind;
+  b.className = `result-banner ${kind}`;
+  b.innerHTML = html;
+  b.hidden = false;
+}
+
+// A job takes the page: the form is disabled and what is on screen is marked as the earlier
+// result (`dataset` names the body attribute the job reports on: run or smoke).
+export function startJob(state, kind, title, dataset = "run") {
+  const job = new Job(kind, title);
+  state.job = job;
+  state.busy = true;
+  state.syncButtons();
+  document.body.dataset[dataset] = "running";
+  if (dataset === "run") {
+    const shown = shownEntry(state);
+    for (const sel of RESULT_VIEWS) $(sel).classList.toggle("stale", Boolean(shown));
+    banner(
+      "running",
+      shown
+        ? `<b>Running:</b> ${esc(title)}. Below is the earlier result <b>${esc(shown.name)}</b>, not this run.`
+        : `<b>Running:</b> ${esc(title)}.`,
+    );
+  }
+  return job;
+}
+
+// outcome: done | error | cancelled. A failed or cancelled run leaves the earlier result on
+// screen, marked as such, and says so.
+export function finishJob(state, job, outcome, err, dataset = "run") {
+  job.finish();
+  state.job = null;
+  state.busy = false;
+  document.body.dataset[dataset] = outcome;
+  if (dataset === "run") {
+    const shown = shownEntry(state);
+    const stale = outcome !== "done" && Boolean(shown);
+    for (const sel of RESULT_VIEWS) $(sel).classList.toggle("stale", stale);
+    const earlier = shown
+      ? ` Below is the earlier result <b>${esc(shown.name)}</b>, not this run.`
+      : " No result is shown.";
+    const took = secs(job.elapsed());
+    if (outcome === "done") $("#result-banner").hidden = true;
+    else if (outcome === "cancelled")
+      banner("cancelled", `<b>Cancelled</b> after ${took}: ${esc(job.title)}. Nothing of it was kept.${earlier}`);
+    else banner("failed", `<b>Failed</b> after ${took}: ${esc(job.title)}: ${esc(err.message)}.${earlier}`);
+  }
+  if (outcome === "cancelled") status(`Cancelled after ${secs(job.elapsed())}: ${job.title}.`, "bad");
+  else if (outcome === "error") showError(err);
+  state.syncButtons();
+}
+
+// ---- the steps every run shares -----------------------------------------------------------
+
+// run_case for `variant` on `tensors`. A variant's first run on this page compiles its
+// pipelines (seconds on a CPU adapter): the step says so, and run_case times it apart from
+// the passes (timings_ms.compile_ms). compile_kernels is not called here: it compiles every
+// head_dim specialisation, run_case only the one this case dispatches.
+export async function runOnGpu(state, job, request) {
+  const { variant } = request;
+  const first = !state.compiled.has(variant);
+  job.step(
+    first
+      ? `Compiling the pipelines of variant ${variant} (first run of this variant), then running forward and backward…`
+      : `Running forward and backward on the GPU: variant ${variant} (py_harness in Pyodide)…`,
+  );
+  const reply = await call("run_case", { backward: true, ...request });
+  const compileMs = first ? (reply.timings_ms.compile_ms ?? null) : null;
+  if (first) {
+    state.compiled.set(variant, compileMs);
+    status(`Compiled the pipelines of variant ${variant} in ${secs(compileMs ?? 0)} (first run of this variant).`);
+  }
+  job.check();
+  return { reply, compileMs };
+}
+
+// POST /api/judge (waiting out a 503 while the server computes another reference).
+export async function judgeOnServer(state, job, body, what) {
+  job.step(`Judging ${what} against the float64 NumPy reference on the server…`);
+  const t0 = performance.now();
+  const judged = await postJudge("/api/judge", { adapter: state.adapterName ?? "", ...body }, job, (text) =>
+    job.step(`Judging ${what}: ${text}…`),
+  );
+  job.check();
+  return { judged, judgeMs: performance.now() - t0 };
+}
+
+export const decode = (obj) =>
+  Object.fromEntries(Object.entries(obj).map(([n, b]) => [n, fromBase64(b)]));
+
+export const encodeInputs = (x) =>
+  Object.fromEntries(Object.entries(x).map(([n, a]) => [n, toBase64(a)]));
+
+// What a history entry says about where it ran.
+export function provenance(state) {
+  return {
+    runtime: runtimeName(),
+    adapter: state.adapterName ?? "",
+    user_agent: navigator.userAgent,
+    created: new Date(),
+  };
+}
+
+// ---- one case from the form ---------------------------------------------------------------
 
 export async function runCase(state) {
   if (state.busy || !state.ready) return;
   const form = await state.validateForm();
   if (!form) return;
-  setBusy(state, true);
-  document.body.dataset.run = "running";
-  const t0 = performance.now();
+  const { config, mask, inputSeed, variant, repeats } = form;
+  const shape = shapeText(config, mask, MASK_LABELS);
+  const job = startJob(state, "run", `${variant} · ${shape}`);
+  status("");
   try {
-    const { config, mask, inputSeed, variant } = form;
-    status("Generating inputs…");
+    job.step("Generating the inputs (mulberry32, Box-Muller)…");
     const x = makeInputs(config, mask, inputSeed);
-    const inputs = Object.fromEntries(Object.entries(x).map(([n, a]) => [n, toBase64(a)]));
-    status("Running forward and backward on the GPU (py_harness in Pyodide)…");
-    const reply = await call("run_case", { config, tensors: inputs, variant, backward: true });
-    status("Judging against the float64 NumPy reference on the server…");
-    const tj = performance.now();
-    const judged = await postJSON("/api/judge", {
-      config,
-      inputs,
-      outputs: reply.outputs,
-      variant,
-      adapter: state.adapterName ?? "",
-    });
-    const judgeMs = performance.now() - tj;
-    const decode = (obj) =>
-      Object.fromEntries(Object.entries(obj).map(([n, b]) => [n, fromBase64(b)]));
-    state.lastRun = {
+    const inputs = encodeInputs(x);
+    const { reply, compileMs } = await runOnGpu(state, job, { config, tensors: inputs, variant });
+    const { judged, judgeMs } = await judgeOnServer(
+      state,
+      job,
+      { config, inputs, outputs: reply.outputs, variant },
+      `variant ${variant}`,
+    );
+    let timing = null;
+    if (repeats > 1) {
+      job.step(`Timing: ${repeats} repeats of each pass (time_case)…`);
+      timing = await call("time_case", { config, tensors: inputs, variant, runs: repeats });
+      job.check();
+    }
+    const got = decode(reply.outputs);
+    const ref = decode(judged.reference);
+    const entry = {
+      kind: "run",
+      ...provenance(state),
+      shape,
       config,
       mask,
       inputSeed,
       variant,
+      query: form.query,
       inputs,
       outputs: reply.outputs,
       timings_ms: reply.timings_ms,
       timing_source: reply.timing_source,
+      compile_ms: compileMs,
       judge_ms: judgeMs,
+      repeats: timing && { runs: repeats, ...timing },
       passed: judged.passed,
       status: judged.status,
       covered: judged.covered,
       reports: judged.reports,
-      arrays: {
-        x,
-        got: decode(reply.outputs),
-        ref: decode(judged.reference),
-        err: decode(judged.abs_error),
-      },
+      maxAbsRef: Object.fromEntries(Object.entries(ref).map(([n, a]) => [n, maxAbs(a)])),
+      arrays: { x, got, ref, err: decode(judged.abs_error) },
     };
-    renderResult(state.lastRun);
-    setupPicks(state.lastRun.config);
-    renderPictures(state);
+    state.lastRun = entry;
+    addEntry(state, entry, `${variant} · ${shape}`);
     status(
-      `Done in ${(performance.now() - t0).toFixed(0)} ms (inputs, GPU, judging, drawing).`,
+      `Done in ${secs(job.elapsed())} (inputs, ${compileMs === null ? "" : `compile ${secs(compileMs)}, `}GPU, judging, drawing).`,
       "good",
     );
-    document.body.dataset.run = "done";
+    finishJob(state, job, "done");
   } catch (err) {
-    showError(err);
-    document.body.dataset.run = "error";
-  } finally {
-    setBusy(state, false);
+    finishJob(state, job, err instanceof Cancelled ? "cancelled" : "error", err);
   }
 }
 
-function renderResult(run) {
+export function maxAbs(a) {
+  let m = 0;
+  for (const v of a) if (Math.abs(v) > m && Number.isFinite(v)) m = Math.abs(v);
+  return m;
+}
+
+// ---- the result card ----------------------------------------------------------------------
+
+export function renderResult(run) {
   const c = run.config;
   const f = flops(c);
   const t = run.timings_ms;
   const gpu = run.timing_source === "timestamp-query";
   const src = gpu ? "GPU timestamps" : "wall clock";
   const row = (name, v, fl, note = "") =>
-    `<tr data-pass="${name}"><td>${name}</td><td class="num">${v === undefined ? "—" : `${ms(v)} ms`}</td>` +
+    `<tr data-pass="${name}"><td>${name}</td><td class="num">${v === undefined || v === null ? "—" : `${ms(v)} ms`}</td>` +
     `<td class="num">${fl && v ? (fl / (v * 1e6)).toFixed(2) : ""}</td><td class="muted">${note}</td></tr>`;
   $("#timing").innerHTML =
     `<thead><tr><th>pass</th><th>time</th><th>GFLOP/s</th><th></th></tr></thead><tbody>` +
     row("forward", t.forward_ms, f.forward, `${src} · ${(f.forward / 1e6).toFixed(1)} MFLOP`) +
     row("backward", t.backward_ms, f.backward, `${src} · ${(f.backward / 1e6).toFixed(1)} MFLOP`) +
-    row("pipeline compile", t.compile_ms, 0, "cached after the first run") +
+    row(
+      "pipeline compile",
+      t.compile_ms,
+      0,
+      run.compile_ms === null ? "cached: an earlier run compiled them" : `first run of ${esc(run.variant)} on this page`,
+    ) +
     row("run_case in Python", t.service_total_ms, 0, "wall clock: upload, passes, read-back") +
     row("NumPy reference + judge", run.judge_ms, 0, "wall clock, server round trip") +
     `</tbody>`;
@@ -145,34 +258,69 @@ function renderResult(run) {
   $("#timing-note").innerHTML = gpu
     ? "Pass times are <b>GPU timestamps</b> (timestamp-query) of the compute passes."
     : "Pass times are <b>wall clock</b> around submit and onSubmittedWorkDone: this adapter has no timestamp-query.";
+  renderRepeats(run);
   const unsupported = run.status === "unsupported";
   $("#errors").classList.toggle("not-verdict", unsupported);
   $("#errors-caveat").hidden = !unsupported;
-  $("#errors").innerHTML =
+  $("#errors").innerHTML = errorRows(run.reports, run.maxAbsRef);
+  const v = $("#verdict");
+  const st = verdictOf(run);
+  v.textContent = VERDICTS[st].label;
+  v.className = `pill ${VERDICTS[st].cls}`;
+  v.dataset.status = st;
+  $("#result-title").textContent = `${run.name} · ${run.meta}`;
+  $("#result-command-text").hidden = true;
+  renderVerdictNote(run, st);
+  $("#result-card").hidden = false;
+}
+
+// The error table of a run's reports (also the matrix view's case details).
+export function errorRows(reports, maxAbsRef = {}) {
+  return (
     `<thead><tr><th>output</th><th>max abs err</th><th>max rel err</th><th>bound</th><th>ratio</th><th></th></tr></thead><tbody>` +
-    run.reports
+    reports
       .map((r) => {
         const tip = r.worst_index
           ? `worst at [${r.worst_index.join(", ")}]: expected ${num(r.expected)}, got ${num(r.actual)}; bound = ${r.factor} × ${fmtErr(r.baseline_err)} (${r.baseline || "float32 baseline"}) + ${r.floor}`
           : r.note;
+        const rel = relErr(r, Object.hasOwn(maxAbsRef, r.name) ? maxAbsRef[r.name] : 0);
         return (
-          `<tr data-output="${r.name}" title="${esc(tip)}"><td>${NAMES[r.name]}</td>` +
+          `<tr data-output="${esc(r.name)}" title="${esc(tip)}"><td>${NAMES[r.name] ?? esc(r.name)}</td>` +
           `<td class="num" data-field="max_abs_err">${fmtErr(r.max_abs_err)}</td>` +
-          `<td class="num" data-field="max_rel_err">${fmtErr(r.max_rel_err)}</td>` +
+          `<td class="num" data-field="max_rel_err" title="${esc(rel.title)}">${rel.text}</td>` +
           `<td class="num" data-field="bound">${fmtErr(r.bound)}</td>` +
           `<td class="num" data-field="ratio">${num(r.ratio).toFixed(3)}</td>` +
           `<td data-field="passed" class="${r.passed ? "good" : "bad"}">${r.passed ? "pass" : "FAIL"}</td></tr>`
         );
       })
       .join("") +
+    `</tbody>`
+  );
+}
+
+// time_case's medians with the spread of its runs (runs_ms: every run's GPU ms).
+function renderRepeats(run) {
+  const r = run.repeats;
+  $("#repeats-box").hidden = !r;
+  if (!r) return;
+  const row = (name, p) => {
+    const runs = [...(p.runs_ms ?? [])].sort((a, b) => a - b);
+    const lo = runs[0];
+    const hi = runs[runs.length - 1];
+    const spread = runs.length ? ((hi - lo) / p.ms) * 100 : NaN;
+    return (
+      `<tr data-pass="${name}"><td>${name}</td><td class="num" data-field="median">${ms(p.ms)} ms</td>` +
+      `<td class="num" data-field="range">${runs.length ? `${ms(lo)} – ${ms(hi)} ms` : "—"}</td>` +
+      `<td class="num" data-field="spread">${Number.isFinite(spread) ? `${spread.toFixed(1)} %` : "—"}</td>` +
+      `<td class="num" data-field="n">${runs.length}</td></tr>`
+    );
+  };
+  $("#repeats").innerHTML =
+    `<thead><tr><th>pass</th><th>median</th><th>min – max</th><th>spread</th><th>N</th></tr></thead><tbody>` +
+    row("forward", r.fwd) +
+    row("backward", r.bwd) +
     `</tbody>`;
-  const v = $("#verdict");
-  const st = VERDICTS[run.status] ? run.status : run.passed ? "pass" : "fail";
-  v.textContent = VERDICTS[st].label;
-  v.className = `pill ${VERDICTS[st].cls}`;
-  v.dataset.status = st;
-  renderVerdictNote(run, st);
-  $("#result-card").hidden = false;
+  $("#repeats").dataset.runs = r.runs;
 }
 
 // Why a declared limitation covers this run (or would, had it failed): under the verdict.
@@ -207,7 +355,7 @@ function renderVerdictNote(run, st) {
 
 // ---- pictures ---------------------------------------------------------------------------------
 
-function setupPicks(c) {
+export function setupPicks(c) {
   const fill = (sel, n, label) => {
     const keep = Number($(sel).value) || 0;
     $(sel).replaceChildren(...Array.from({ length: n }, (_, i) => new Option(label(i), i)));
@@ -218,20 +366,21 @@ function setupPicks(c) {
   fill("#pick-h", c.num_heads, (i) => (g > 1 ? `${i} (kv ${Math.floor(i / g)})` : `${i}`));
 }
 
+// The shown history entry's pictures: a run's values and errors, a comparison's |A - B|.
 export function renderPictures(state) {
-  const run = state.lastRun;
+  const run = shownEntry(state);
   if (!run) return;
   const c = run.config;
   const b = Number($("#pick-b").value) || 0;
   const h = Number($("#pick-h").value) || 0;
-  const { x, got, ref, err } = run.arrays;
+  const { x } = run.arrays;
   const { batch: B, num_heads: H, num_kv_heads: Hkv, seq_q: Sq, seq_k: Sk, head_dim: D } = c;
   const kh = Math.floor(h / (H / Hkv));
   const { p, dropped } = attentionWeights(c, x, b, h);
   const parts = [
     c.causal && `causal (offset ${c.causal_offset})`,
     c.window && `window ${c.window}`,
-    run.mask !== "none" && `mask: ${MASK_PRESETS[run.mask].label}`,
+    run.mask !== "none" && `mask: ${MASK_LABELS[run.mask]}`,
     c.dropout_p && `dropout ${c.dropout_p}`,
   ].filter(Boolean);
   const weights = heatmap(p, Sq, Sk, {
@@ -251,31 +400,37 @@ export function renderPictures(state) {
   weights.append(legend);
   $("#weights").replaceChildren(weights);
 
-  const report = Object.fromEntries(run.reports.map((r) => [r.name, r]));
   const maps = [];
   const add = (name, S, Hx, hx, who) => {
     const slice = (t) => headSlice(t, B, S, Hx, D, b, hx);
     const rows = name === "dq" || name === "o" ? "query" : "key";
-    const bound = num(report[name].bound);
     const card = document.createElement("div");
     card.className = "map-pair";
     card.dataset.output = name;
     card.innerHTML = `<h3>${NAMES[name]} <small>${who}</small></h3>`;
-    card.append(
-      heatmap(slice(got[name]), S, D, {
-        kind: "signed",
-        title: `${NAMES[name]} (GPU)`,
-        rowLabel: rows,
-        colLabel: "dim",
-      }),
-      heatmap(slice(err[name]), S, D, {
-        kind: "error",
-        bound,
-        title: `|${NAMES[name]} − ref64|`,
-        rowLabel: rows,
-        colLabel: "dim",
-      }),
-    );
+    const opts = { rowLabel: rows, colLabel: "dim" };
+    if (run.kind === "compare") {
+      const bound = num(run.a.reports.find((r) => r.name === name).bound);
+      card.append(
+        heatmap(slice(run.arrays.diff[name]), S, D, {
+          ...opts,
+          kind: "error",
+          bound,
+          title: `|${NAMES[name]}(${esc(run.a.variant)}) − ${NAMES[name]}(${esc(run.b.variant)})|`,
+        }),
+      );
+    } else {
+      const bound = num(run.reports.find((r) => r.name === name).bound);
+      card.append(
+        heatmap(slice(run.arrays.got[name]), S, D, { ...opts, kind: "signed", title: `${NAMES[name]} (GPU)` }),
+        heatmap(slice(run.arrays.err[name]), S, D, {
+          ...opts,
+          kind: "error",
+          bound,
+          title: `|${NAMES[name]} − ref64|`,
+        }),
+      );
+    }
     maps.push(card);
   };
   add("o", Sq, H, h, `head ${h}`);
@@ -285,174 +440,7 @@ export function renderPictures(state) {
   add("dk", Sk, Hkv, kh, `kv head ${kh}${shared}`);
   add("dv", Sk, Hkv, kh, `kv head ${kh}${shared}`);
   $("#maps").replaceChildren(...maps);
+  $("#maps").dataset.kind = run.kind;
   $("#pictures").hidden = false;
 }
 
-// ---- smoke suite ------------------------------------------------------------------------------
-
-export async function runSmoke(state) {
-  if (state.busy || !state.ready) return;
-  setBusy(state, true);
-  document.body.dataset.smoke = "running";
-  const variant = document.querySelector("#case-form").elements.variant.value;
-  const adapter = state.adapterName ?? "";
-  const tbody = $("#smoke-table tbody");
-  const t0 = performance.now();
-  const results = [];
-  let complete = false;
-  try {
-    // With the variant and this page's adapter, each case says whether a declared limitation
-    // covers it: a driver's (not run) or the variant's own flaw (run; a failure is known).
-    const query = new URLSearchParams({ variant, adapter });
-    const { cases } = await getJSON(`/api/cases?${query}`);
-    tbody.replaceChildren(
-      ...cases.map((c) => {
-        const tr = document.createElement("tr");
-        tr.dataset.case = c.id;
-        tr.innerHTML = `<td class="mono">${esc(c.id)}</td><td class="muted" colspan="9">waiting</td>`;
-        return tr;
-      }),
-    );
-    $("#smoke-table").hidden = false;
-    for (const [i, c] of cases.entries()) {
-      const tr = tbody.children[i];
-      $("#smoke-summary").textContent = `${i + 1} / ${cases.length}`;
-      $("#smoke-summary").className = "pill";
-      let result;
-      if (c.covered?.status === "unsupported") {
-        // Its result would say nothing about the kernel: not run, neither pass nor fail.
-        result = { case: c.id, variant, passed: null, status: "unsupported", covered: c.covered };
-      } else {
-        tr.children[1].textContent = "running…";
-        try {
-          const inp = await getJSON(`/api/inputs?case=${encodeURIComponent(c.id)}`);
-          const reply = await call("run_case", {
-            config: inp.config,
-            tensors: inp.tensors,
-            variant,
-            backward_runs: c.backward_runs,
-          });
-          result = await postJSON("/api/judge_case", {
-            case: c.id,
-            variant,
-            runtime: "browser-demo",
-            adapter,
-            reply,
-          });
-        } catch (err) {
-          result = { case: c.id, variant, passed: false, status: "error", error: err.message };
-          result.covered = c.covered ?? null;
-        }
-      }
-      results.push(result);
-      smokeRow(tr, result);
-    }
-    complete = true;
-  } catch (err) {
-    showError(err);
-  }
-  const count = (st) => results.filter((r) => r.status === st).length;
-  const n = {
-    pass: count("pass"),
-    known: count("known"),
-    unsupported: count("unsupported"),
-    failed: results.length - count("pass") - count("known") - count("unsupported"),
-  };
-  state.smoke = {
-    adapter,
-    user_agent: navigator.userAgent,
-    variant,
-    // Nothing failed: known failures and cases unsupported on this driver are not failures.
-    passed: complete && results.length > 0 && n.failed === 0,
-    counts: {
-      passed: n.pass,
-      known: n.known,
-      unsupported: n.unsupported,
-      failed: n.failed,
-      errors: count("error"),
-    },
-    wall_ms: Math.round(performance.now() - t0),
-    results,
-  };
-  const parts = [`${n.pass} passed`];
-  if (n.known) parts.push(plural(n.known, "known failure"));
-  if (n.unsupported) parts.push(`${n.unsupported} unsupported on this driver`);
-  parts.push(`${n.failed} failed`);
-  const s = $("#smoke-summary");
-  s.textContent = `${parts.join(", ")} · ${((performance.now() - t0) / 1000).toFixed(1)} s`;
-  s.title = `${results.length} cases, variant ${variant}, on ${adapter || "this adapter"}`;
-  s.className = `pill ${!state.smoke.passed ? "fail" : n.known || n.unsupported ? "known" : "pass"}`;
-  document.body.dataset.smoke = "done";
-  setBusy(state, false);
-}
-
-function smokeRow(tr, r) {
-  const st = VERDICTS[r.status] ? r.status : r.error ? "error" : r.passed ? "pass" : "fail";
-  tr.dataset.status = st;
-  if (r.passed === null || r.passed === undefined) delete tr.dataset.passed;
-  else tr.dataset.passed = String(Boolean(r.passed));
-  const id = `<td class="mono">${esc(r.case)}</td>`;
-  const cov = r.covered;
-  if (st === "unsupported") {
-    tr.innerHTML =
-      id +
-      `<td class="unsupported" title="${esc(cov.text)}">${VERDICTS[st].row}</td>` +
-      `<td colspan="8" class="small muted" data-field="reason">not run: ` +
-      `<b>${esc(cov.limitation)}</b>: ${esc(cov.reason)}</td>`;
-    return;
-  }
-  if (st === "error") {
-    tr.innerHTML = `${id}<td class="bad">error</td><td colspan="8" class="bad small">${esc(r.error)}</td>`;
-    return;
-  }
-  const by = Object.fromEntries(r.reports.map((x) => [x.name, x]));
-  const worst = Math.max(...r.reports.map((x) => num(x.ratio)));
-  const checks =
-    Object.entries(r.checks)
-      .map(
-        ([k, v]) =>
-          `<span class="${v.ok ? "good" : "bad"}" title="${esc(v.detail)}">${v.ok ? "✓" : "✗"} ${k}</span>`,
-      )
-      .join("<br>") || "<span class=muted>—</span>";
-  // A known failure names its declared flaw; the full text is the cell's title.
-  const why =
-    st === "known" && cov
-      ? `<div class="small muted" data-field="limitation">${esc(cov.limitation)}</div>`
-      : "";
-  const cls = { pass: "good", fail: "bad", known: "known" }[st];
-  const t = r.timings_ms;
-  const src = r.timing_source === "timestamp-query" ? "GPU" : "wall";
-  tr.innerHTML =
-    id +
-    `<td class="${cls}" title="${esc(st === "known" && cov ? cov.text : "")}">` +
-    `<span data-field="verdict">${VERDICTS[st].row}</span>${why}</td>` +
-    `<td class="num">${worst.toFixed(3)}</td>` +
-    ["o", "dq", "dk", "dv"]
-      .map(
-        (n) =>
-          `<td class="num" title="${esc(`bound ${fmtErr(by[n].bound)}`)}">${fmtErr(by[n].max_abs_err)}</td>`,
-      )
-      .join("") +
-    `<td class="small">${checks}</td>` +
-    `<td class="num" title="${src}">${ms(t.forward_ms)}</td><td class="num" title="${src}">${ms(t.backward_ms)}</td>`;
-}
-
-export async function copySmokeJson(state) {
-  const text = JSON.stringify(state.smoke, null, 1);
-  let ok = false;
-  try {
-    await navigator.clipboard.writeText(text);
-    ok = true;
-  } catch {
-    // No clipboard permission (an unfocused or headless page): the old select-and-copy way.
-    const ta = document.createElement("textarea");
-    ta.value = text;
-    document.body.append(ta);
-    ta.select();
-    ok = document.execCommand("copy");
-    ta.remove();
-  }
-  $("#copy-status").textContent = ok
-    ? `Copied ${state.smoke.results.length} results as JSON.`
-    : "Copy failed: the browser refused clipboard access.";
-}

@@ -1,13 +1,18 @@
 // The demo page (web/index.html): boot, the case form and its URL. Start-up stages, the WebGPU
-// check and the adapter card are in demo-startup.js; runs, pictures and the smoke suite in
-// demo-run.js.
+// check and the adapter card are in demo-startup.js; the URL's parameters in demo-url.js; a
+// form run in demo-run.js, its history in demo-history.js, A vs B in demo-compare.js, the
+// case matrix in demo-matrix.js.
 //
 // State for tests and the console: window.demo; document.body.dataset.state is
-// loading | ready | no-webgpu | error, dataset.run and dataset.smoke are running | done | error.
+// loading | ready | no-webgpu | error, dataset.run (a form run or a comparison) and
+// dataset.smoke (the matrix view) are running | done | error | cancelled.
 
 import { call, getJSON } from "./demo-api.js";
+import { runCompare } from "./demo-compare.js";
 import { MASK_PRESETS } from "./demo-data.js";
-import { renderPictures, runCase, runSmoke, copySmokeJson } from "./demo-run.js";
+import { wireHistory } from "./demo-history.js";
+import { initMatrix, runMatrix, selectCase, wireMatrix } from "./demo-matrix.js";
+import { renderPictures, runCase } from "./demo-run.js";
 import {
   STAGES,
   Stages,
@@ -19,30 +24,23 @@ import {
   showFatal,
   showNoGpu,
 } from "./demo-startup.js";
+import { FIELDS, INT_FIELDS, formQuery, readUrl } from "./demo-url.js";
+import { $ } from "./demo-util.js";
 
-const $ = (sel) => document.querySelector(sel);
 const form = $("#case-form");
-const INT_FIELDS = [
-  "batch",
-  "num_heads",
-  "num_kv_heads",
-  "seq_q",
-  "seq_k",
-  "head_dim",
-  "causal_offset",
-  "window",
-  "seed",
-];
-const FIELDS = [...INT_FIELDS, "causal", "dropout_p", "mask", "input_seed", "variant"];
+// Timing repeats (time_case's runs): enough for a median and a spread, few enough that a
+// big case on a CPU adapter still finishes.
+const MAX_REPEATS = 50;
 // ConfigError.argument -> the form fields to mark.
-const ARG_FIELDS = {
-  "batch * num_heads": ["batch", "num_heads"],
-  "q / d_out": ["batch", "seq_q", "num_heads", "head_dim"],
-  "k / v": ["batch", "seq_k", "num_kv_heads", "head_dim"],
-  stats: ["batch", "num_heads", "seq_q"],
-};
+const ARG_FIELDS = new Map([
+  ["batch * num_heads", ["batch", "num_heads"]],
+  ["q / d_out", ["batch", "seq_q", "num_heads", "head_dim"]],
+  ["k / v", ["batch", "seq_k", "num_kv_heads", "head_dim"]],
+  ["stats", ["batch", "num_heads", "seq_q"]],
+  ["case", ["batch", "num_heads", "seq_q", "seq_k", "head_dim"]],
+]);
 
-// Shared with demo-run.js, which gets the form functions through it (no import cycle).
+// Shared with the other modules, which get the form functions through it (no import cycle).
 const state = {
   ready: false,
   busy: false,
@@ -50,53 +48,80 @@ const state = {
   info: null,
   adapter: null,
   gpu: null,
-  lastRun: null,
-  smoke: null,
+  variants: null, // {name: description}, from the adapter call
+  compiled: new Map(), // variant -> compile ms: compiled on this page's device already
+  history: [], // demo-history.js
+  selected: null, // the history entry shown
+  lastRun: null, // the newest form run (tests read it)
+  job: null, // demo-util.js's Job while one runs
+  smoke: null, // the last matrix run
+  cases: null, // Map id -> /api/cases?set=all entry
+  selectedCase: null,
+  urlErrors: new Map(), // field -> the link's refusal, until that field is edited
   stageTimes: {},
   validateForm,
   syncButtons,
+  readForm,
+  updateUrl,
+  pageUrl,
 };
 window.demo = state;
 
 // ---- the case form and its URL ------------------------------------------------------------
 
 function buildSelect(select, options, keep) {
-  select.replaceChildren(
-    ...Object.entries(options).map(([value, label]) => new Option(label, value)),
-  );
-  if (keep !== undefined) {
+  select.replaceChildren(...[...options].map(([value, label]) => new Option(label, value)));
+  if (keep !== undefined && keep !== null) {
     if (![...select.options].some((o) => o.value === keep)) select.append(new Option(keep, keep));
     select.value = keep;
   }
 }
 
-// The query the page was opened with (the form rewrites the URL as it changes).
-const OPENED_WITH = new URLSearchParams(location.search);
+// The fields as the HTML gives them: what a re-read URL starts from.
+const DEFAULTS = new Map(
+  FIELDS.map((n) => {
+    const el = form.elements[n];
+    return [n, el.type === "checkbox" ? el.checked : el.value];
+  }),
+);
 
-function restoreFromUrl() {
-  const q = OPENED_WITH;
+// Fill the form from a query string (on load, and on back / forward). Returns what was read.
+function applyUrl(search) {
+  const url = readUrl(search);
   for (const name of FIELDS) {
-    if (!q.has(name)) continue;
     const el = form.elements[name];
-    if (el.type === "checkbox") el.checked = ["1", "true", "on"].includes(q.get(name));
+    const keep = url.values.has(name) ? url.values.get(name) : DEFAULTS.get(name);
+    if (el.type === "checkbox") el.checked = url.checked.get(name) ?? DEFAULTS.get(name);
     else if (el.tagName === "SELECT")
-      buildSelect(
-        el,
-        Object.fromEntries([...el.options].map((o) => [o.value, o.text])),
-        q.get(name),
-      );
-    else el.value = q.get(name);
+      buildSelect(el, [...el.options].map((o) => [o.value, o.text]), keep);
+    else el.value = keep;
   }
-  return q.has("run");
+  state.urlErrors = new Map([...url.errors].filter(([n]) => FIELDS.includes(n)));
+  const notes = [...url.errors].filter(([n]) => !FIELDS.includes(n)).map(([, m]) => m);
+  if (url.ignored.length) {
+    const names = url.ignored.map((n) => JSON.stringify(n.slice(0, 40))).join(", ");
+    notes.push(`Ignored link parameters (this page does not read them): ${names}.`);
+  }
+  state.urlNotes = notes;
+  state.urlCase = url.caseId;
+  showUrlNotes();
+  return url;
+}
+
+function showUrlNotes() {
+  const el = $("#url-note");
+  el.textContent = (state.urlNotes ?? []).join("\n");
+  el.hidden = !el.textContent;
+}
+
+// The page's URL for the form's fields (and the selected matrix case), plus `extra`.
+function pageUrl(extra = {}) {
+  const q = formQuery(form, { case: state.selectedCase, ...extra });
+  return `${location.origin}${location.pathname}?${q}`;
 }
 
 function updateUrl() {
-  const q = new URLSearchParams();
-  for (const name of FIELDS) {
-    const el = form.elements[name];
-    q.set(name, el.type === "checkbox" ? (el.checked ? "1" : "0") : el.value);
-  }
-  history.replaceState(null, "", `${location.pathname}?${q}`);
+  history.replaceState(null, "", pageUrl());
 }
 
 // A field's text as JSON would carry it: ints stay ints and anything else goes to Python as
@@ -110,16 +135,19 @@ function parseValue(text) {
 function readForm() {
   const f = form.elements;
   const config = {};
-  for (const n of INT_FIELDS) config[n] = parseValue(f[n].value);
+  for (const n of INT_FIELDS) if (n !== "input_seed" && n !== "repeats") config[n] = parseValue(f[n].value);
   config.causal = f.causal.checked;
   config.dropout_p = parseValue(f.dropout_p.value);
-  config.mask_shape = MASK_PRESETS[f.mask.value]?.shape(config) ?? null;
+  const mask = f.mask.value;
+  config.mask_shape = Object.hasOwn(MASK_PRESETS, mask) ? MASK_PRESETS[mask].shape(config) : null;
   config.scale = null;
   return {
     config,
-    mask: f.mask.value,
+    mask,
     inputSeed: parseValue(f.input_seed.value),
     variant: f.variant.value,
+    repeats: parseValue(f.repeats.value),
+    query: formQuery(form).toString(),
   };
 }
 
@@ -131,60 +159,106 @@ function judgeBodyBytes(c) {
   return Math.ceil(((4 * q + 4 * kv + c.batch * c.num_heads * c.seq_q + mask) * 4 * 4) / 3) + 4096;
 }
 
-let validation = 0;
-// Python's validate (through validate_config), then the page's own checks. Returns the form
-// when it is valid, else null; shows the message either way.
-async function validateForm() {
-  const ticket = ++validation;
-  const f = readForm();
-  let error = null;
-  if (state.pythonReady) {
-    const r = await call("validate_config", { config: f.config });
-    if (ticket !== validation) return null; // a newer edit is being checked
-    if (!r.ok) error = r;
+const known = (obj, key) => Boolean(obj) && Object.hasOwn(obj, key);
+const knownList = (obj) => Object.keys(obj).join(", ");
+
+// The selects' values: a link may name a preset or variant that does not exist (the select
+// shows it). Checked whatever else is wrong, so every refused parameter of a link is marked.
+function selectChecks(f) {
+  const errors = [];
+  if (!known(MASK_PRESETS, f.mask)) {
+    errors.push({
+      argument: "mask",
+      message: `mask: unknown preset ${JSON.stringify(f.mask)}; known: ${knownList(MASK_PRESETS)}`,
+    });
   }
+  if (state.variants && !known(state.variants, f.variant)) {
+    errors.push({
+      argument: "variant",
+      message: `variant: unknown ${JSON.stringify(f.variant)}; known: ${knownList(state.variants)}`,
+    });
+  }
+  return errors;
+}
+
+// The page's own checks of the fields Python does not see (the config's are Python's).
+function pageChecks(f) {
   const seed = f.inputSeed;
-  if (!error && !(Number.isInteger(seed) && seed >= 0 && seed <= 4294967295)) {
+  if (!(Number.isInteger(seed) && seed >= 0 && seed <= 4294967295)) {
     const why = Number.isInteger(seed)
       ? `must be in [0, 4294967295], got ${seed}`
       : `must be an int, got ${JSON.stringify(seed)}`;
-    error = { argument: "input_seed", message: `input_seed: ${why}` };
+    return { argument: "input_seed", message: `input_seed: ${why}` };
   }
-  if (!error && state.variants && !(f.variant in state.variants)) {
-    error = {
-      argument: "variant",
-      message: `variant: unknown '${f.variant}'; known: ${Object.keys(state.variants).join(", ")}`,
+  const n = f.repeats;
+  if (!(Number.isInteger(n) && n >= 1 && n <= MAX_REPEATS)) {
+    return {
+      argument: "repeats",
+      message: `repeats: must be an int in [1, ${MAX_REPEATS}], got ${JSON.stringify(n)}`,
     };
   }
   const limit = state.info?.max_body_bytes;
-  if (!error && limit && judgeBodyBytes(f.config) > limit) {
+  if (limit && judgeBodyBytes(f.config) > limit) {
     const mib = (b) => (b / 2 ** 20).toFixed(1);
-    error = {
+    return {
       argument: "q / d_out",
       message: `case: judging it sends ${mib(judgeBodyBytes(f.config))} MiB to the server, over its limit of ${mib(limit)} MiB (start it with python server.py --max-body-mb N)`,
     };
   }
+  return null;
+}
+
+let validation = 0;
+// The link's refusals, Python's validate (through validate_config, with the server's
+// reference limits), then the page's own checks. Returns the form when it is valid, else
+// null; shows the messages either way.
+async function validateForm() {
+  const ticket = ++validation;
+  const f = readForm();
+  const errors = [...state.urlErrors].map(([argument, message]) => ({ argument, message }));
+  errors.push(...selectChecks(f).filter((e) => !state.urlErrors.has(e.argument)));
+  if (!errors.length && state.pythonReady) {
+    const request = { config: f.config };
+    if (state.info?.reference_limits) request.limits = state.info.reference_limits;
+    const r = await call("validate_config", request);
+    if (ticket !== validation) return null; // a newer edit is being checked
+    if (!r.ok) errors.push(r);
+  }
+  if (!errors.length) {
+    const e = pageChecks(f);
+    if (e) errors.push(e);
+  }
   for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
-  $("#form-error").textContent = error ? error.message : "";
-  if (error) {
-    for (const name of ARG_FIELDS[error.argument] ?? [error.argument]) {
-      form.elements[name]?.setAttribute("aria-invalid", "true");
+  $("#form-error").textContent = errors.map((e) => e.message).join("\n");
+  for (const e of errors) {
+    for (const name of ARG_FIELDS.get(e.argument) ?? [e.argument]) {
+      if (FIELDS.includes(name)) form.elements[name].setAttribute("aria-invalid", "true");
     }
   }
-  state.valid = !error && state.pythonReady;
+  state.valid = !errors.length && Boolean(state.pythonReady);
   syncButtons();
-  return error ? null : f;
+  return errors.length ? null : f;
 }
 
 function syncButtons() {
-  $("#run").disabled = !(state.ready && state.valid) || state.busy;
-  $("#smoke").disabled = !state.ready || state.busy;
+  const idle = state.ready && !state.busy;
+  $("#run").disabled = !(idle && state.valid);
+  $("#compare").disabled = !(idle && state.valid);
+  $("#smoke").disabled = !idle;
+  $("#matrix-all").disabled = !idle;
   $("#copy-json").disabled = !state.smoke || state.busy;
+  $("#matrix-download").disabled = !state.smoke || state.busy;
+  // While a job runs the form is not editable: what is on screen is what is running.
+  for (const fs of form.querySelectorAll("fieldset")) fs.disabled = state.busy;
+  for (const id of ["#compare-a", "#compare-b", "#matrix-long"]) $(id).disabled = state.busy;
+  for (const b of document.querySelectorAll("[data-needs-idle]")) b.disabled = !idle;
 }
 
 function wireForm() {
   let timer = 0;
-  const changed = () => {
+  const changed = (ev) => {
+    // The user's edit replaces the link's refused value.
+    if (ev?.target?.name) state.urlErrors.delete(ev.target.name);
     updateUrl();
     clearTimeout(timer);
     timer = setTimeout(() => validateForm().catch(showValidationError), 120);
@@ -198,20 +272,41 @@ function wireForm() {
     clearTimeout(timer);
     runCase(state);
   });
+  $("#compare").addEventListener("click", () => {
+    clearTimeout(timer);
+    runCompare(state);
+  });
   $("#share").addEventListener("click", async () => {
     updateUrl();
     await navigator.clipboard?.writeText(location.href).catch(() => {});
     $("#share").textContent = "Link copied";
     setTimeout(() => ($("#share").textContent = "Copy link"), 1500);
   });
-  $("#smoke").addEventListener("click", () => runSmoke(state));
-  $("#copy-json").addEventListener("click", () => copySmokeJson(state));
+  $("#cancel").addEventListener("click", () => state.job?.cancel());
   for (const id of ["#pick-b", "#pick-h"])
     $(id).addEventListener("change", () => renderPictures(state));
+  // Back / forward (or a script's pushState + popstate) re-reads the URL without a reload.
+  window.addEventListener("popstate", () => {
+    if (state.busy) return;
+    const url = applyUrl(location.search);
+    if (state.cases) selectCase(state, url.caseId, { fromUrl: true });
+    validateForm().catch(showValidationError);
+  });
 }
 
 function showValidationError(err) {
   $("#form-error").textContent = `validate_config failed: ${err.message}`;
+}
+
+function fillVariantSelects(variants, keep) {
+  const options = Object.keys(variants).map((k) => [k, k]);
+  buildSelect(form.elements.variant, options, keep);
+  const names = Object.keys(variants);
+  buildSelect($("#compare-a"), options, known(variants, keep) ? keep : names[0]);
+  buildSelect($("#compare-b"), options, names.find((n) => n !== $("#compare-a").value) ?? names[0]);
+  for (const sel of [form.elements.variant, $("#compare-a"), $("#compare-b")]) {
+    for (const o of sel.options) o.title = known(variants, o.value) ? variants[o.value] : "unknown variant";
+  }
 }
 
 // ---- boot -------------------------------------------------------------------------------------
@@ -219,11 +314,14 @@ function showValidationError(err) {
 async function boot() {
   buildSelect(
     form.elements.mask,
-    Object.fromEntries(Object.entries(MASK_PRESETS).map(([k, p]) => [k, p.label])),
+    Object.entries(MASK_PRESETS).map(([k, p]) => [k, p.label]),
   );
-  const autoRun = restoreFromUrl();
+  DEFAULTS.set("mask", "none");
+  const opened = applyUrl(location.search);
   updateUrl();
   wireForm();
+  wireHistory(state);
+  wireMatrix(state);
   const stages = new Stages($("#stages"), state.stageTimes);
   stages.start("download", 0); // since navigation: the page and its scripts count too
   const info = getJSON("/api/info").then(
@@ -233,6 +331,7 @@ async function boot() {
       return null;
     },
   );
+  const cases = initMatrix(state).catch((err) => console.warn(err));
   // WebGPU first (tens of ms), before Pyodide's start-up keeps the main thread busy for
   // seconds. Without it nothing here can run: explain how to get it, and load nothing more.
   const gpu = (state.gpu = await checkWebGPU());
@@ -284,6 +383,7 @@ async function boot() {
     return;
   }
   state.pythonReady = true;
+  await info;
   validateForm().catch(showValidationError);
 
   stages.start("adapter");
@@ -295,7 +395,6 @@ async function boot() {
     showNoGpu(`The harness could not open a device: ${err.message}`);
     return;
   }
-  await info;
   const a = state.adapter;
   state.variants = a.variants;
   state.adapterName = ["vendor", "architecture", "device", "description"]
@@ -303,27 +402,25 @@ async function boot() {
     .filter(Boolean)
     .join(" ");
   renderAdapter(a, state.info, gpu);
-  // The URL's variant if it names one, else the harness's default.
-  const urlVariant = OPENED_WITH.has("variant");
-  const variant = urlVariant
-    ? form.elements.variant.value
-    : (state.info?.default_variant ?? form.elements.variant.value);
-  buildSelect(
-    form.elements.variant,
-    Object.fromEntries(Object.keys(a.variants).map((k) => [k, k])),
-    variant,
-  );
+  // The URL's variant if it gave one (shown even when unknown: the form refuses it), else
+  // the harness's default.
+  const fallback = known(a.variants, state.info?.default_variant)
+    ? state.info.default_variant
+    : Object.keys(a.variants)[0];
+  DEFAULTS.set("variant", fallback);
+  fillVariantSelects(a.variants, opened.values.get("variant") ?? fallback);
   updateUrl();
-  for (const o of form.elements.variant.options) o.title = a.variants[o.value] ?? "unknown variant";
   stages.done("adapter", `${a.info.vendor} ${a.info.architecture}`.trim());
 
   stages.start("compile");
+  // The form's variant if it is one, else the default: a link's unknown name only makes the
+  // form refuse it.
+  const variant = known(a.variants, form.elements.variant.value)
+    ? form.elements.variant.value
+    : fallback;
   try {
-    const variant =
-      form.elements.variant.value in a.variants
-        ? form.elements.variant.value
-        : Object.keys(a.variants)[0];
     const r = await call("compile_kernels", { variant });
+    state.compiled.set(variant, r.compile_ms);
     stages.done("compile", `${variant}: ${a.variants[variant]}`);
   } catch (err) {
     stages.fail("compile", err.message);
@@ -333,11 +430,19 @@ async function boot() {
   }
   stages.stopClock();
   $("#startup-total").textContent = `ready in ${secs(performance.now())}`;
+  await cases;
   state.ready = true;
   document.body.dataset.state = "ready";
   $("#foot").textContent = `${state.adapterName} · ${navigator.userAgent}`;
+  const caseOk = selectCase(state, state.urlCase, { fromUrl: true });
   await validateForm().catch(showValidationError);
-  if (autoRun && state.valid) runCase(state);
+  // run=1 runs only a link that is valid in every parameter.
+  if (!opened.run || opened.errors.size) return;
+  if (state.urlCase) {
+    if (caseOk) runMatrix(state, "one");
+  } else if (state.valid) {
+    runCase(state);
+  }
 }
 
 boot();

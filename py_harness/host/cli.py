@@ -19,7 +19,7 @@ from collections.abc import Callable
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("tools.check", "the case matrix on each WebGPU runtime"),
     "bench": ("tools.bench", "time the kernels"),
-    "serve": ("serving.server", "serve the demo and harness pages"),
+    "serve": ("serving.serve", "serve the demo and harness pages"),
     "setup": ("setup", "fetch Pyodide and Dawn for Node (npm) into the cache"),
     "stability": ("tools.stability", "check over many input draws on several profiles"),
     "ablate": ("tools.ablate", "bench the fast kernels without one optimisation at a time"),

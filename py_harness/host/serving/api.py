@@ -1,8 +1,8 @@
 """The demo page's /api/ endpoints: the NumPy side of server.py.
 
-server.py stays standard-library only and imports this module on the first /api/ request.
-Judging reuses verdict.judge_outputs (and, for the case matrix,
-evaluate.judge_case itself), so the page's verdicts are the harness's verdicts.
+server.py imports this module on the first /api/ request (NumPy loads then) and runs the
+costly endpoints (COSTLY) one at a time. Judging reuses verdict.judge_outputs (and, for the
+case matrix, evaluate.judge_case itself), so the page's verdicts are the harness's verdicts.
 
     GET  /api/info                 max body size, limits the kernels need, variants
     GET  /api/cases[?set=all][&variant=V&adapter=A]
@@ -26,14 +26,20 @@ import base64
 import json
 import math
 import time
-import traceback
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs
 
 import numpy as np
 
-from ...config import HOST_INPUTS, AttentionConfig, ConfigError, check_input_bytes, validate
+from ...config import (
+    HOST_INPUTS,
+    AttentionConfig,
+    ConfigError,
+    check_input_bytes,
+    check_reference_cost,
+    validate,
+)
 from ...gpu.device import REQUIRED_LIMITS
 from ...kernels import DEFAULT_VARIANT, VARIANTS
 from ..judge.cases import CASES, SMOKE, Case, by_id
@@ -42,6 +48,7 @@ from ..judge.limitations import Coverage, case_coverage, coverage
 from ..judge.report import outcome
 from ..judge.verdict import judge_outputs
 from ..wire import decode_outputs, encode_tensors
+from .limits import Limits
 
 JSON_TYPE = "application/json"
 
@@ -52,16 +59,19 @@ class ApiError(Exception):
         self.status = status
 
 
-def handle(
-    method: str, path: str, query: str, body: bytes, *, max_body: int
-) -> tuple[int, str, bytes]:
-    """One request -> (HTTP status, content type, body). Never raises."""
+# The endpoints that compute a float64 reference: the server runs one at a time.
+COSTLY = frozenset({"/api/judge", "/api/judge_case"})
+
+
+def handle(method: str, path: str, query: str, body: bytes, *, limits: Limits) -> tuple[int, bytes]:
+    """One request -> (HTTP status, JSON body). Refusals are 4xx with {"error"}; anything else
+    raised is a harness bug, which the server logs and answers 500."""
     routes = {
-        "/api/info": ("GET", lambda: info(max_body)),
+        "/api/info": ("GET", lambda: info(limits)),
         "/api/cases": ("GET", lambda: cases(**_one_each(query, "set", "variant", "adapter"))),
-        "/api/inputs": ("GET", lambda: inputs(parse_qs(query).get("case", [""])[0])),
-        "/api/judge": ("POST", lambda: judge(_body(body))),
-        "/api/judge_case": ("POST", lambda: judge_matrix_case(_body(body))),
+        "/api/inputs": ("GET", lambda: inputs(**_one_each(query, "case"))),
+        "/api/judge": ("POST", lambda: judge(_body(body), limits)),
+        "/api/judge_case": ("POST", lambda: judge_matrix_case(_body(body), limits)),
     }
     try:
         if path not in routes:
@@ -69,21 +79,18 @@ def handle(
         want, action = routes[path]
         if method != want:
             raise ApiError(HTTPStatus.METHOD_NOT_ALLOWED, f"{path} takes {want}, not {method}")
-        return HTTPStatus.OK, JSON_TYPE, _dumps(action())
+        return HTTPStatus.OK, _dumps(action())
     except ApiError as exc:
-        return exc.status, JSON_TYPE, _dumps({"error": str(exc)})
-    except (ConfigError, KeyError, ValueError, TypeError) as exc:
-        # Bad input from the page: say what, without a server-side traceback.
-        text = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
-        return HTTPStatus.BAD_REQUEST, JSON_TYPE, _dumps({"error": text})
-    except Exception as exc:  # a harness bug: the page shows the traceback
-        text = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-        return HTTPStatus.INTERNAL_SERVER_ERROR, JSON_TYPE, _dumps({"error": text})
+        return exc.status, _dumps({"error": str(exc)})
+    except ConfigError as exc:  # bad input from the page: say what, naming the argument
+        return HTTPStatus.BAD_REQUEST, _dumps({"error": str(exc)})
 
 
-def info(max_body: int) -> dict[str, Any]:
+def info(limits: Limits) -> dict[str, Any]:
     return {
-        "max_body_bytes": max_body,
+        "max_body_bytes": limits.max_body,
+        # What config.check_reference_cost takes: the page's form refuses the same cases.
+        "reference_limits": limits.reference(),
         "required_limits": REQUIRED_LIMITS,
         "variants": {
             name: {"description": v.description, "required_limits": v.required_limits}
@@ -118,36 +125,43 @@ def cases(set: str = "smoke", variant: str = "", adapter: str = "") -> dict[str,
     }
 
 
-def inputs(case_id: str) -> dict[str, Any]:
-    case = _case(case_id)
+def inputs(case: str = "") -> dict[str, Any]:
+    case = _case(case)
     x = make_inputs(case)
     return {"case": case.id, "config": case.config().to_dict(), "tensors": encode_tensors(x)}
 
 
-def judge(request: dict[str, Any]) -> dict[str, Any]:
+def judge(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
     """Judge the page's outputs for the page's inputs; also return the reference (as f32)."""
-    cfg = AttentionConfig.from_dict(request["config"])
+    cfg = AttentionConfig.from_dict(_field(request, "config", dict))
     validate(cfg)
-    raw = {n: base64.b64decode(b, validate=True) for n, b in request["inputs"].items()}
-    unknown = set(raw) - set(HOST_INPUTS)
+    _affordable(cfg, limits)
+    variant = _variant(request)
+    adapter = _field(request, "adapter", str, "")
+    encoded_inputs = _tensors(request, "inputs")
+    encoded_outputs = _tensors(request, "outputs")
+    unknown = set(encoded_inputs) - set(HOST_INPUTS)
     if unknown:
         raise ConfigError(sorted(unknown)[0], f"unknown input (known: {', '.join(HOST_INPUTS)})")
+    raw = {}
+    for name, data in encoded_inputs.items():
+        try:
+            raw[name] = base64.b64decode(data, validate=True)
+        except ValueError:
+            raise ConfigError(name, "is not base64") from None
     check_input_bytes(cfg, raw)
     if "d_out" not in raw:
         raise ConfigError("d_out", "is missing (the backward pass needs it)")
     shapes = _shapes(cfg)
     x = {n: np.frombuffer(b, "<f4").reshape(shapes[n]) for n, b in raw.items()}
-    got = decode_outputs(cfg, request["outputs"])
+    got = decode_outputs(cfg, encoded_outputs)
     if "o" not in got:
         raise ConfigError("o", "is missing from the outputs")
     t0 = time.perf_counter()
     reports, ref64 = judge_outputs(cfg, x, got)
     reference_ms = (time.perf_counter() - t0) * 1e3
     passed = bool(reports) and all(r.passed for r in reports)
-    variant = request.get("variant", DEFAULT_VARIANT)
-    if variant not in VARIANTS:
-        raise ConfigError("variant", f"unknown {variant!r}; known: {', '.join(VARIANTS)}")
-    covered = coverage(variant, str(request.get("adapter", "")), cfg)
+    covered = coverage(variant, adapter, cfg)
     status = "pass" if passed else "fail"
     if covered is not None and (covered.status == "unsupported" or not passed):
         status = covered.status
@@ -167,25 +181,65 @@ def judge(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def judge_matrix_case(request: dict[str, Any]) -> dict[str, Any]:
+def judge_matrix_case(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
     """A matrix case run in the page, judged by evaluate.judge_case (as pytest judges it),
     from the page's run_case reply and the case's own inputs."""
-    case = _case(request["case"])
-    reply = request["reply"]
-    if not isinstance(reply, dict) or not isinstance(reply.get("outputs"), dict):
-        raise ApiError(HTTPStatus.BAD_REQUEST, "reply: must be run_case's reply object")
-    variant = request.get("variant", DEFAULT_VARIANT)
-    if variant not in VARIANTS:
-        raise ConfigError("variant", f"unknown {variant!r}; known: {', '.join(VARIANTS)}")
-    runtime = str(request.get("runtime", "browser"))
+    case = _case(_field(request, "case", str))
+    _affordable(case.config(), limits)
+    reply = _field(request, "reply", dict)
+    if not isinstance(reply.get("outputs"), dict):
+        raise ConfigError("reply", "must be run_case's reply object (with outputs)")
+    variant = _variant(request)
+    runtime = _field(request, "runtime", str, "browser")
+    adapter = _field(request, "adapter", str, "")
+    arrays = decode_outputs(case.config(), _tensors(reply, "outputs"))
     x = make_inputs(case)
-    reply = dict(reply, arrays=decode_outputs(case.config(), reply["outputs"]))
-    result = judge_case(case, x, reply, runtime=runtime, variant=variant)
-    covered = case_coverage(variant, str(request.get("adapter", "")), case)
+    result = judge_case(case, x, dict(reply, arrays=arrays), runtime=runtime, variant=variant)
+    covered = case_coverage(variant, adapter, case)
     out = result.to_json()
     out["status"] = outcome([result], covered).status
     out["covered"] = _covered(covered)
     return out
+
+
+def _affordable(cfg: AttentionConfig, limits: Limits) -> None:
+    """Refuse, before any array work, a case whose reference would cost more than the
+    server allows: the cost follows the declared shape, not the body's size."""
+    try:
+        check_reference_cost(cfg, limits.reference())
+    except ConfigError as exc:
+        raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, str(exc)) from None
+
+
+def _field(request: dict[str, Any], name: str, kind: type, default: Any = ...) -> Any:
+    """request[name], which must be a `kind` (JSON's object, string, ...)."""
+    if name not in request:
+        if default is ...:
+            raise ConfigError(name, "is missing")
+        return default
+    value = request[name]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        want = {dict: "an object", str: "a string", list: "an array"}.get(kind, kind.__name__)
+        raise ConfigError(name, f"must be {want}, got {type(value).__name__}")
+    return value
+
+
+def _tensors(request: dict[str, Any], name: str) -> dict[str, str]:
+    """request[name]: an object of base64 strings."""
+    tensors = _field(request, name, dict)
+    for key, value in tensors.items():
+        if not isinstance(value, str):
+            raise ConfigError(
+                f"{name}.{key}", f"must be a base64 string, got {type(value).__name__}"
+            )
+    return tensors
+
+
+def _variant(request: dict[str, Any]) -> str:
+    variant = _field(request, "variant", str, DEFAULT_VARIANT)
+    if variant not in VARIANTS:
+        raise ConfigError("variant", f"unknown {variant!r}; known: {', '.join(VARIANTS)}")
+    return variant
 
 
 def _covered(covered: Coverage | None) -> dict[str, str] | None:
@@ -204,7 +258,10 @@ def _covered(covered: Coverage | None) -> dict[str, str] | None:
 
 def _one_each(query: str, *names: str) -> dict[str, str]:
     """The query's parameters among `names`, each given at most once."""
-    got = parse_qs(query)
+    try:
+        got = parse_qs(query, errors="strict", max_num_fields=len(names))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, f"query: {exc}") from None
     unknown = set(got) - set(names)
     if unknown:
         raise ApiError(HTTPStatus.BAD_REQUEST, f"unknown parameter {sorted(unknown)[0]!r}")
@@ -215,6 +272,8 @@ def _one_each(query: str, *names: str) -> dict[str, str]:
 
 
 def _case(case_id: str) -> Case:
+    if not case_id:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "case: missing (a matrix case id)")
     try:
         return by_id(case_id)
     except KeyError as exc:
@@ -233,8 +292,10 @@ def _abs_error(actual: np.ndarray, ref: np.ndarray) -> np.ndarray:
 def _body(body: bytes) -> dict[str, Any]:
     try:
         request = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, ints over 4300 digits
         raise ApiError(HTTPStatus.BAD_REQUEST, f"body is not JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "body: JSON nested too deeply") from None
     if not isinstance(request, dict):
         raise ApiError(HTTPStatus.BAD_REQUEST, "body must be a JSON object")
     return request

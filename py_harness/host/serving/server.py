@@ -1,226 +1,305 @@
-"""Static file server for the browser harness (standard library only).
+"""The pages' HTTP server: asyncio for the connections, h11 for the protocol. Its command
+line (`python server.py`, `py-harness serve`) is serve.py.
 
-Routes: /web/ -> web/, /shaders/ -> shaders/, /pyodide/ -> node_modules/pyodide/,
-/dist/ -> the Pyodide wheel + pyodide-lock.json (host/paths.py locates each);
-/ redirects to /web/index.html.
-/api/ is the demo page's NumPy side (api.py beside this module, imported on first use so that
-this module stays standard-library only); POST bodies over --max-body-mb get a 413.
+Routes: /web/, /shaders/, /pyodide/, /dist/ (static.py: only the files the pages load);
+/api/ (api.py: the demo page's NumPy side); / redirects to /web/index.html.
 
-    python server.py [--host 127.0.0.1] [--port 8000] [--verbose] [--skip-build]
-                     [--max-body-mb 64]
+Why not http.server: it holds a thread per connection with no deadline (20 slow and 20 idle
+clients each held one for 30 s), took Content-Length through str.isdigit ("²" raised) and
+closed connections without an answer. h11 parses strictly (Content-Length is ASCII digits, at
+most 20; one Host; no bare LF) and leaves the I/O to us: an asyncio task per connection costs
+no thread, and every wait has a deadline. docs/serving.md has the measurements and the
+alternatives tried.
 
-Serve on 127.0.0.1 or localhost: browsers expose navigator.gpu only in a secure context.
-Tests use ``start_server()`` / ``stop()``.
+What a request may ask is policy.py's (check_head, on the head alone); what it may cost,
+limits.py's. Every answer, errors included, is JSON or a file, with nosniff, a
+Content-Security-Policy and no-referrer. Errors never carry a traceback: a harness bug is
+logged here and answered 500. Tests use ``start_server()`` / ``stop()``.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
-import mimetypes
-import os
-import shutil
+import asyncio
 import socket
 import sys
 import threading
+import traceback
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import unquote
 
-from .. import paths
+import h11
 
+from .limits import (
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_REFERENCE_MB,
+    DEFAULT_MAX_REFERENCE_SECONDS,
+    DEFAULT_TIMEOUT,
+    Limits,
+)
+from .policy import (
+    LOOPBACK_NAMES,
+    MAX_HEAD,
+    MAX_TARGET,
+    SECURITY_HEADERS,
+    Reply,
+    check_head,
+    error,
+)
+from .static import CACHE_CONTROL, NO_STORE, content_type, default_routes, resolve
 
-def default_routes() -> dict[str, Path]:
-    """The four folders the pages use (host/paths.py says where each one is)."""
-    return {
-        "web": paths.WEB_DIR,
-        "shaders": paths.SHADER_DIR,
-        "pyodide": paths.pyodide_dir(),
-        "dist": paths.dist_dir(),
-    }
-
-
-# Explicit types: mimetypes depends on /etc/mime.types and misses .wasm/.mjs/.wgsl on some
-# systems; Pyodide needs application/wasm for streaming compilation.
-MIME_TYPES = {
-    ".wasm": "application/wasm",
-    ".mjs": "text/javascript",
-    ".js": "text/javascript",
-    ".json": "application/json",
-    ".map": "application/json",
-    ".whl": "application/zip",
-    ".zip": "application/zip",
-    ".wgsl": "text/plain; charset=utf-8",
-    ".html": "text/html; charset=utf-8",
-    ".css": "text/css; charset=utf-8",
-    ".txt": "text/plain; charset=utf-8",
-    ".py": "text/plain; charset=utf-8",
-}
-# web/ and shaders/ are edited while the server runs, dist/ is rebuilt: never cached.
-# pyodide/ is pinned by package-lock.json; a day (not "immutable") so a version bump still lands.
-CACHE_CONTROL = {"pyodide": "public, max-age=86400"}
-NO_STORE = "no-store"
-# The demo's judge request carries inputs and outputs as base64 (8 tensors of B*S*H*D f32):
-# 64 MiB fits e.g. B1 H8 Sq=Sk=2048 D64 (43 MiB) with room to spare, and stops a stray
-# upload from filling memory. The page reads the limit from /api/info and refuses bigger.
-DEFAULT_MAX_BODY = 64 * 2**20
+READ_CHUNK = 64 * 2**10
+# One reference at a time (each can take a core and hundreds of MB); a second request
+# waits this long for it, then gets 503 with Retry-After.
+REFERENCE_WAIT = 2.0
 
 
-def content_type(path: Path) -> str:
-    known = MIME_TYPES.get(path.suffix.lower())
-    return known or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+class _Refused(Exception):
+    """A request answered with `reply` before its body is read."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
 
 
-class HarnessServer(ThreadingHTTPServer):
-    daemon_threads = True  # a hung browser connection must not block shutdown
-    # socketserver's default listen backlog is 5: with 50 clients connecting at once (each
-    # HTTP/1.0 request is a new connection) the accept queue overflowed and some
-    # connections were reset (tests/test_server_load.py failed 4 runs in 26 on this
-    # 2-core machine; with 128, none in 32). The kernel caps it at net.core.somaxconn.
-    request_queue_size = 128
+class HarnessServer:
+    """Listens on construction (so a busy port fails here, and port 0 is known at once);
+    serve_forever() runs the event loop in the calling thread until shutdown()."""
 
     def __init__(
         self,
         address: tuple[str, int],
-        routes: dict[str, Path],
-        verbose: bool,
-        max_body: int = DEFAULT_MAX_BODY,
+        routes: dict[str, Path] | None = None,
+        verbose: bool = False,
+        limits: Limits | None = None,
+        allow_hosts: tuple[str, ...] = (),
     ) -> None:
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
+        host, port = address
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.socket = socket.create_server((host, port), family=family, backlog=128)
+        self.server_address = self.socket.getsockname()[:2]
         # Resolve once: containment checks compare real paths (symlinks followed).
-        self.routes = {name: Path(p).resolve() for name, p in routes.items()}
+        self.routes = {n: Path(p).resolve() for n, p in (routes or default_routes()).items()}
         self.verbose = verbose
-        self.max_body = max_body
-        super().__init__(address, HarnessHandler)
+        self.limits = limits or Limits()
+        names = {*LOOPBACK_NAMES, *(h.lower() for h in allow_hosts)}
+        if host not in ("", "0.0.0.0", "::"):
+            names.add(host.lower())
+        self.allowed_hosts = frozenset(names)
+        self.loop = asyncio.new_event_loop()
+        self._stopped = threading.Event()
+        self._stop: asyncio.Event | None = None
 
+    @property
+    def max_body(self) -> int:
+        return self.limits.max_body
 
-class HarnessHandler(BaseHTTPRequestHandler):
-    server: HarnessServer
-    server_version = "py-harness"
+    def serve_forever(self) -> None:
+        try:
+            self.loop.run_until_complete(self._serve())
+        finally:
+            self._stopped.set()
 
-    def do_GET(self) -> None:
-        self._serve(send_body=True)
+    def shutdown(self) -> None:
+        if self._stop is not None and not self._stopped.is_set():
+            self.loop.call_soon_threadsafe(self._stop.set)
+            self._stopped.wait(5)
 
-    def do_HEAD(self) -> None:
-        self._serve(send_body=False)
+    def server_close(self) -> None:
+        self.socket.close()
+        if not self.loop.is_running():
+            self.loop.close()
 
-    def do_POST(self) -> None:
-        if not self.path.startswith("/api/"):
-            self.send_error(HTTPStatus.METHOD_NOT_ALLOWED)
-            return
-        length = self.headers.get("Content-Length", "")
-        if not length.isdigit():  # chunked or missing: refuse rather than read unbounded
-            self.close_connection = True
-            self._send_json(HTTPStatus.LENGTH_REQUIRED, "POST needs a Content-Length header")
-            return
-        if int(length) > self.server.max_body:
-            # Answer without reading the body, and close: the rest of it is never read.
-            self.close_connection = True
-            self._send_json(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                f"request body is {int(length)} bytes; this server accepts at most "
-                f"{self.server.max_body} (start it with python server.py --max-body-mb N)",
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        self._reference = asyncio.Semaphore(1)
+        srv = await asyncio.start_server(self._connection, sock=self.socket)
+        async with srv:
+            await self._stop.wait()
+            srv.close()
+            for task in asyncio.all_tasks() - {asyncio.current_task()}:
+                task.cancel()
+
+    # ---- one connection: requests until close, error or deadline ------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        try:
+            while await self._exchange(conn, reader, writer):
+                conn.start_next_cycle()
+        except (ConnectionError, TimeoutError, asyncio.CancelledError, h11.LocalProtocolError):
+            pass  # the client left, stopped reading, or the server is stopping
+        finally:
+            writer.close()
+
+    async def _exchange(
+        self, conn: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Read one request, answer it; True to keep the connection for the next one."""
+        deadline = self.loop.time() + self.limits.timeout
+        started = bytearray()  # the request's first bytes: is a too-long head its target?
+        try:
+            request = await self._next(conn, reader, deadline, started)
+            if request is None:
+                return False
+            reply = check_head(request, self.allowed_hosts, self.limits)
+            if reply is None:
+                # Also for GET and HEAD (whose bodies _check refused): h11 must see the
+                # request's end before the connection can carry the next one.
+                body = await self._body(conn, reader, writer, deadline)
+                reply = await self._route(request, body)
+        except h11.RemoteProtocolError as exc:
+            status = exc.error_status_hint
+            if status == 431 and b"\n" not in started[: MAX_TARGET + 64]:
+                status = 414
+            reply = error(status, f"malformed request: {exc}", close=True)
+            request = None
+        except _Refused as exc:
+            reply, request = exc.reply, None
+        head = request is not None and request.method == b"HEAD"
+        await self._send(conn, writer, reply, head)
+        if self.verbose and request is not None:
+            print(
+                f"{request.method.decode()} {request.target.decode()} {reply.status}",
+                file=sys.stderr,
             )
-            return
-        self._api("POST", self.rfile.read(int(length)))
+        return not reply.close and conn.our_state is h11.DONE and conn.their_state is h11.DONE
 
-    def _api(self, method: str, body: bytes) -> None:
-        path, _, query = self.path.partition("?")
+    async def _read(self, reader: asyncio.StreamReader, deadline: float) -> bytes | None:
+        try:
+            return await asyncio.wait_for(reader.read(READ_CHUNK), deadline - self.loop.time())
+        except TimeoutError:
+            return None
+
+    async def _next(
+        self,
+        conn: h11.Connection,
+        reader: asyncio.StreamReader,
+        deadline: float,
+        started: bytearray,
+    ) -> h11.Request | None:
+        """The next request's head, or None when the client closed or stayed silent."""
+        while True:
+            event = conn.next_event()
+            if isinstance(event, h11.Request):
+                return event
+            if event is not h11.NEED_DATA:  # ConnectionClosed, or PAUSED
+                return None
+            data = await self._read(reader, deadline)
+            if data is None:  # deadline: a partial request is told so, silence is not
+                if started:
+                    raise _Refused(self._timeout_reply())
+                return None
+            if len(started) <= MAX_TARGET + 64:
+                started += data[: MAX_TARGET + 64]
+            conn.receive_data(data)
+
+    async def _body(
+        self,
+        conn: h11.Connection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        deadline: float,
+    ) -> bytes:
+        if conn.they_are_waiting_for_100_continue:  # curl asks before bodies over 1 KiB
+            writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+        chunks = []
+        while True:
+            event = conn.next_event()
+            if isinstance(event, h11.Data):
+                chunks.append(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                return b"".join(chunks)
+            elif event is h11.NEED_DATA:
+                data = await self._read(reader, deadline)
+                if data is None:
+                    raise _Refused(self._timeout_reply())
+                conn.receive_data(data)
+            else:
+                raise _Refused(
+                    error(400, "the connection closed before the body was complete", close=True)
+                )
+
+    def _timeout_reply(self) -> Reply:
+        return error(
+            HTTPStatus.REQUEST_TIMEOUT,
+            f"the request did not arrive within {self.limits.timeout:g} s "
+            "(python server.py --timeout S)",
+            close=True,
+        )
+
+    # ---- answers ------------------------------------------------------------------------------
+
+    async def _route(self, request: h11.Request, body: bytes) -> Reply:
+        target = request.target.decode("ascii", "replace")
+        raw, _, query = target.partition("?")
+        raw = raw.split("#", 1)[0]
+        if raw == "/":
+            return Reply(
+                302, headers=[(b"Location", b"/web/index.html")], content_type="text/plain"
+            )
+        if raw.startswith("/api/"):
+            return await self._api(request.method.decode(), raw, query, body)
+        status, route, path = resolve(self.routes, raw)
+        if path is None:
+            return error(status, f"{HTTPStatus(status).phrase}: {raw[:200]}")
+        try:
+            data = await self.loop.run_in_executor(None, path.read_bytes)
+        except OSError:
+            return error(404, f"Not Found: {raw[:200]}")
+        return Reply(200, data, content_type(path), cache=CACHE_CONTROL.get(route, NO_STORE))
+
+    async def _api(self, method: str, path: str, query: str, body: bytes) -> Reply:
         try:
             from . import api  # NumPy: only the demo's endpoints need it
         except ImportError as exc:
-            self._send_json(
-                HTTPStatus.SERVICE_UNAVAILABLE,
-                f"/api/ needs NumPy and py_harness on the server's Python: {exc!r}",
+            return error(503, f"/api/ needs NumPy and py_harness on the server's Python: {exc!r}")
+
+        def call() -> Reply:
+            try:
+                status, payload = api.handle(method, path, query, body, limits=self.limits)
+            except Exception:  # a harness bug: logged here, never sent to the page
+                traceback.print_exc(file=sys.stderr)
+                return error(500, "the server failed on this request (its log has the traceback)")
+            return Reply(status, payload)
+
+        if path not in api.COSTLY:
+            return await self.loop.run_in_executor(None, call)
+        try:
+            await asyncio.wait_for(self._reference.acquire(), REFERENCE_WAIT)
+        except TimeoutError:
+            return error(
+                503,
+                "the server is computing another reference; try again shortly",
+                headers=[(b"Retry-After", b"2")],
             )
+        try:
+            return await self.loop.run_in_executor(None, call)
+        finally:
+            self._reference.release()
+
+    async def _send(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, reply: Reply, head: bool
+    ) -> None:
+        if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            reply.close = True
             return
-        status, ctype, payload = api.handle(
-            method, path, query, body, max_body=self.server.max_body
+        headers = [
+            (b"Content-Type", reply.content_type.encode()),
+            (b"Content-Length", str(len(reply.body)).encode()),
+            (b"Cache-Control", reply.cache.encode()),
+            *SECURITY_HEADERS,
+            *reply.headers,
+        ]
+        if reply.close:
+            headers.append((b"Connection", b"close"))
+        reason = HTTPStatus(reply.status).phrase.encode()
+        writer.write(
+            conn.send(h11.Response(status_code=reply.status, headers=headers, reason=reason))
         )
-        self._send_bytes(status, ctype, payload)
-
-    def _send_json(self, status: HTTPStatus, error: str) -> None:
-        self._send_bytes(status, "application/json", json.dumps({"error": error}).encode())
-
-    def _send_bytes(self, status: int, ctype: str, payload: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(payload)))
-        self.send_header("Cache-Control", NO_STORE)
-        self.end_headers()
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: object) -> None:
-        if self.server.verbose:
-            super().log_message(format, *args)
-
-    def _serve(self, send_body: bool) -> None:
-        # Split off query/fragment by hand: urlsplit would read "//x/..." as a host name.
-        raw = self.path.split("?", 1)[0].split("#", 1)[0]
-        if raw == "/":
-            self._redirect("/web/index.html")
-            return
-        if raw.startswith("/api/") and send_body:
-            self._api("GET", b"")
-            return
-        status, route, target = self._resolve(raw)
-        if target is None:
-            self.send_error(status)
-            return
-        try:
-            f = open(target, "rb")  # noqa: SIM115 (closed below, after headers)
-        except OSError:
-            self.send_error(HTTPStatus.NOT_FOUND)
-            return
-        with f:
-            self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", content_type(target))
-            self.send_header("Content-Length", str(os.fstat(f.fileno()).st_size))
-            self.send_header("Cache-Control", CACHE_CONTROL.get(route, NO_STORE))
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.end_headers()
-            # The browser may drop the connection mid-file (navigation, test teardown).
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                if send_body:
-                    shutil.copyfileobj(f, self.wfile)
-
-    def _resolve(self, raw: str) -> tuple[HTTPStatus, str, Path | None]:
-        """Map a request path to a regular file inside its route folder, or an error status."""
-        try:
-            path = unquote(raw, errors="strict")
-        except UnicodeDecodeError:
-            return HTTPStatus.BAD_REQUEST, "", None
-        # NUL truncates paths in C APIs; a backslash is a separator on Windows.
-        if "\0" in path or "\\" in path or not path.startswith("/"):
-            return HTTPStatus.FORBIDDEN, "", None
-        route, _, rest = path[1:].partition("/")
-        base = self.server.routes.get(route)
-        if base is None or not rest or rest.endswith("/"):  # directories: no listings
-            return HTTPStatus.NOT_FOUND, route, None
-        parts = rest.split("/")
-        # Decoded before checking, so %2e%2e and ..%2f are caught; empty parts would let
-        # "/web//etc/passwd" name an absolute path.
-        if any(p in ("", ".", "..") for p in parts):
-            return HTTPStatus.FORBIDDEN, route, None
-        try:
-            target = base.joinpath(*parts).resolve(strict=True)
-        except (OSError, RuntimeError, ValueError):
-            return HTTPStatus.NOT_FOUND, route, None
-        if not target.is_relative_to(base):  # symlink leading outside the route folder
-            return HTTPStatus.FORBIDDEN, route, None
-        if not target.is_file():  # directories: no listings
-            return HTTPStatus.NOT_FOUND, route, None
-        return HTTPStatus.OK, route, target
-
-    def _redirect(self, location: str) -> None:
-        self.send_response(HTTPStatus.FOUND)
-        self.send_header("Location", location)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+        if reply.body and not head:
+            writer.write(conn.send(h11.Data(data=reply.body)))
+        writer.write(conn.send(h11.EndOfMessage()))
+        # A client that stops reading must not hold the connection forever either.
+        await asyncio.wait_for(writer.drain(), self.limits.timeout + len(reply.body) / 2**20)
 
 
 def start_server(
@@ -230,82 +309,23 @@ def start_server(
     routes: dict[str, Path] | None = None,
     verbose: bool = False,
     max_body: int = DEFAULT_MAX_BODY,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_reference_mb: float = DEFAULT_MAX_REFERENCE_MB,
+    max_reference_seconds: float = DEFAULT_MAX_REFERENCE_SECONDS,
+    allow_hosts: tuple[str, ...] = (),
 ) -> tuple[HarnessServer, str]:
     """Serve in a daemon thread; port 0 picks a free port. Returns (server, base_url)."""
-    server = HarnessServer((host, port), routes or default_routes(), verbose, max_body)
-    # Short poll interval: stop() (shutdown) returns within 50 ms instead of 0.5 s.
-    threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    ).start()
-    return server, _base_url(host, server.server_address[1])
+    limits = Limits(max_body, timeout, int(max_reference_mb * 2**20), max_reference_seconds)
+    server = HarnessServer((host, port), routes, verbose, limits, allow_hosts)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, base_url(host, server.server_address[1])
 
 
-def _base_url(host: str, port: int) -> str:
+def base_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def stop(server: HarnessServer) -> None:
-    """Stop serve_forever and close the listening socket."""
+    """Stop serving, close every connection and the listening socket."""
     server.shutdown()
     server.server_close()
-
-
-def _ensure_built() -> bool:
-    try:
-        from .build_wheel import build
-    except Exception as exc:  # any import failure gets the same advice
-        print(f"server: cannot import the wheel builder: {exc!r}", file=sys.stderr)
-        return False
-    try:
-        build()
-    except Exception as exc:  # BuildError and tool failures alike
-        print(f"server: could not build the py-harness wheel/lock:\n{exc}", file=sys.stderr)
-        return False
-    return True
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Serve the browser harness.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000, help="0 = any free port")
-    parser.add_argument("--verbose", action="store_true", help="log every request")
-    parser.add_argument("--skip-build", action="store_true", help="serve build/dist/ as it is")
-    parser.add_argument(
-        "--max-body-mb",
-        type=float,
-        default=DEFAULT_MAX_BODY / 2**20,
-        help="largest POST body accepted by /api/ (MiB; larger gets 413)",
-    )
-    args = parser.parse_args(argv)
-
-    if not args.skip_build and not _ensure_built():
-        print(
-            "server: fetch Pyodide with `py-harness setup` (`npm ci` in a checkout), or pass "
-            "--skip-build to serve without the wheel.",
-            file=sys.stderr,
-        )
-        return 2
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(
-            f"server: WARNING: binding {args.host} exposes the tree to the network, and "
-            "navigator.gpu needs a secure context (open http://127.0.0.1 or localhost).",
-            file=sys.stderr,
-        )
-    max_body = int(args.max_body_mb * 2**20)
-    server = HarnessServer((args.host, args.port), default_routes(), args.verbose, max_body)
-    url = _base_url(args.host, server.server_address[1])
-    # A wildcard bind is not a URL a browser can use; point at loopback (a secure context).
-    if args.host in ("0.0.0.0", "::", ""):
-        url = _base_url("127.0.0.1", server.server_address[1])
-    print(f"Serving on {url}/  (demo page; test page: {url}/web/harness.html)", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
