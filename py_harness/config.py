@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass
 
 MAX_HEAD_DIM = 128  # the kernels keep a row in array<vec4<f32>, 32> registers
 U32_MAX = 2**32 - 1
-# Indices are u32 in WGSL; keep every offset computation (qi + causal_offset,
-# key ranges) far from wrap-around.
-MAX_COORD = 2**30
+# Indices are u32 in WGSL and key distances i32: every sum of a coordinate, the causal
+# offset and a window edge (kernel_window) stays below 2**30, far from wrap-around.
+MAX_COORD = 2**28
 F32_BYTES = 4
 
 
@@ -38,8 +38,13 @@ class AttentionConfig:
     head_dim: int
     num_kv_heads: int | None = None  # None: same as num_heads (MHA)
     causal: bool = False
-    causal_offset: int = 0  # query qi sits at key position qi + causal_offset
+    causal_offset: int = 0  # query qi sits at key position qi + causal_offset (may be < 0)
     window: int = 0  # 0: off; else key kj visible when |qi + offset - kj| < window
+    # FlashAttention-2's (window_size_left, window_size_right), -1 unbounded: key kj is
+    # visible when qa - window_left <= kj <= qa + window_right, qa = qi + causal_offset.
+    window_left: int = -1
+    window_right: int = -1
+    softcap: float = 0.0  # > 0: scores become softcap * tanh(score / softcap) before masking
     mask_shape: tuple[int, ...] | None = None  # additive f32 mask broadcastable to [B,H,Sq,Sk]
     dropout_p: float = 0.0
     seed: int = 0
@@ -140,10 +145,23 @@ def validate(cfg: AttentionConfig) -> None:
     _int("batch * num_heads", cfg.batch * cfg.num_heads, 1, 65535)
     if not isinstance(cfg.causal, bool):
         raise ConfigError("causal", f"must be a bool, got {cfg.causal!r}")
-    # The seed's causal_offset is a u32: bottom-right alignment with seq_q > seq_k
-    # (a negative offset) cannot be expressed.
-    _int("causal_offset", cfg.causal_offset, 0, MAX_COORD)
+    # Negative: bottom-right alignment with seq_q > seq_k (the seed cannot express it: its
+    # offset is a u32, and it does not declare the bottom_right feature).
+    _int("causal_offset", cfg.causal_offset, -MAX_COORD, MAX_COORD)
     _int("window", cfg.window, 0, MAX_COORD)
+    _int("window_left", cfg.window_left, -1, MAX_COORD)
+    _int("window_right", cfg.window_right, -1, MAX_COORD)
+    if cfg.window and (cfg.window_left, cfg.window_right) != (-1, -1):
+        raise ConfigError(
+            "window", "give either window (symmetric) or window_left / window_right, not both"
+        )
+    cap = cfg.softcap
+    if (
+        isinstance(cap, bool)
+        or not isinstance(cap, int | float)
+        or not (math.isfinite(cap) and cap >= 0)
+    ):
+        raise ConfigError("softcap", f"must be a finite float >= 0 (0: off), got {cap!r}")
     _int("seed", cfg.seed, 0, U32_MAX)
     p = cfg.dropout_p
     if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p < 1.0:
@@ -170,6 +188,24 @@ def _validate_mask_shape(cfg: AttentionConfig) -> None:
                 f"shape {list(shape)} does not broadcast to [B, H, Sq, Sk] = {list(full)}: "
                 f"its {names[axis]} dimension is {got}, must be 1 or {want}",
             )
+
+
+# Kernels see every visibility rule as one window on d = kj - (qi + causal_offset):
+# -left <= d <= right, a bound of WINDOW_OPEN meaning none (it exceeds any distance).
+WINDOW_OPEN = MAX_COORD * 2
+
+
+def kernel_window(cfg: AttentionConfig) -> tuple[int, int]:
+    """(left, right): key kj is visible to query qi when -left <= kj - qa <= right, with
+    qa = qi + causal_offset; causal caps right at 0, window w is left = right = w - 1."""
+    if cfg.window > 0:
+        left = right = cfg.window - 1
+    else:
+        left = WINDOW_OPEN if cfg.window_left < 0 else cfg.window_left
+        right = WINDOW_OPEN if cfg.window_right < 0 else cfg.window_right
+    if cfg.causal:
+        right = min(right, 0)
+    return left, right
 
 
 def whole_vec4s(floats: int) -> int:

@@ -178,6 +178,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
             "maxComputeWorkgroupSizeX": 256,
         },
         by_head_dim=by_head_dim,
+        supports=frozenset(FEATURES),
     )
 
 

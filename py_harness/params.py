@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 import struct
 
-from .config import AttentionConfig, ConfigError
+from .config import AttentionConfig, ConfigError, kernel_window
 
-# (name, struct code) in WGSL declaration order; every field is 4 bytes ("I": u32, "f": f32).
+# (name, struct code) in WGSL declaration order; every field is 4 bytes
+# ("I": u32, "i": i32, "f": f32).
 PARAM_FIELDS: tuple[tuple[str, str], ...] = (
     ("batch_size", "I"),
     ("num_heads", "I"),
@@ -32,6 +33,13 @@ PARAM_FIELDS: tuple[tuple[str, str], ...] = (
     ("mask_stride_q", "I"),
     ("mask_stride_k", "I"),
     ("window", "I"),
+    # The general visibility rule (config.kernel_window): key kj is visible to query qi
+    # when -key_left <= kj - (qi + query_shift) <= key_right; the seed reads causal,
+    # causal_offset and window instead (its struct has padding here).
+    ("query_shift", "i"),
+    ("key_left", "i"),
+    ("key_right", "i"),
+    ("softcap", "f"),
     ("_pad0", "I"),
     ("_pad1", "I"),
     ("_pad2", "I"),
@@ -39,7 +47,7 @@ PARAM_FIELDS: tuple[tuple[str, str], ...] = (
 DEFAULT_PARAMS: tuple[str, ...] = tuple(name for name, _ in PARAM_FIELDS)
 # The fields a layout may name (padding aside), with their WGSL types.
 KNOWN_PARAMS: dict[str, str] = {n: c for n, c in PARAM_FIELDS if not n.startswith("_pad")}
-WGSL_TYPE = {"I": "u32", "f": "f32"}
+WGSL_TYPE = {"I": "u32", "i": "i32", "f": "f32"}
 _PAD = re.compile(r"_pad\d+")
 
 
@@ -76,7 +84,7 @@ def params_size(layout: tuple[str, ...] = DEFAULT_PARAMS) -> int:
 
 
 PARAMS_FORMAT = params_format()
-PARAMS_SIZE = params_size()  # 80: a multiple of 16, as uniforms need
+PARAMS_SIZE = params_size()  # 96: a multiple of 16, as uniforms need
 
 
 def field_offsets(layout: tuple[str, ...] = DEFAULT_PARAMS) -> dict[str, int]:
@@ -86,6 +94,7 @@ def field_offsets(layout: tuple[str, ...] = DEFAULT_PARAMS) -> dict[str, int]:
 
 def param_values(cfg: AttentionConfig) -> dict[str, int | float]:
     sb, sh, sq, sk = cfg.mask_strides()
+    left, right = kernel_window(cfg)
     return {
         "batch_size": cfg.batch,
         "num_heads": cfg.num_heads,
@@ -98,12 +107,17 @@ def param_values(cfg: AttentionConfig) -> dict[str, int | float]:
         "seed": cfg.seed,
         "causal": int(cfg.causal),
         "has_mask": int(cfg.mask_shape is not None),
-        "causal_offset": cfg.causal_offset,
+        # u32 for the seed, which only runs offsets >= 0; two's complement otherwise
+        "causal_offset": cfg.causal_offset % 2**32,
         "mask_stride_b": sb,
         "mask_stride_h": sh,
         "mask_stride_q": sq,
         "mask_stride_k": sk,
         "window": cfg.window,
+        "query_shift": cfg.causal_offset,
+        "key_left": left,
+        "key_right": right,
+        "softcap": float(cfg.softcap),
     }
 
 

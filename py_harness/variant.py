@@ -35,7 +35,22 @@ KINDS = (RO, RW, UNIFORM)
 ROW_AXES = ("seq_q", "seq_k", "slots")
 HEAD_AXES = ("num_heads", "kv_heads")  # workgroups along z = batch * heads
 # What a configuration may use beyond plain attention; a variant lists what it supports.
-FEATURES = ("causal", "causal_offset", "window", "mask", "dropout", "gqa")
+# bottom_right, window_lr and softcap are FlashAttention-2's axes beyond the seed's
+# (docs/features.md): a negative causal_offset, (window_left, window_right), a softcap.
+FEATURES = (
+    "causal",
+    "causal_offset",
+    "window",
+    "mask",
+    "dropout",
+    "gqa",
+    "bottom_right",
+    "window_lr",
+    "softcap",
+)
+# What the seed's kernels implement: the variants written before these axes, and a
+# variant that declares no `supports`.
+SEED_FEATURES = frozenset(("causal", "causal_offset", "window", "mask", "dropout", "gqa"))
 GRADIENT_ROLES = ("dq", "dk", "dv", "dkv", "dqkv")  # written by the backward: read-write
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a variant's name goes into ids and paths
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -51,10 +66,17 @@ def features_used(cfg: AttentionConfig) -> dict[str, str]:
     used = {}
     if cfg.causal:
         used["causal"] = "causal=True"
-    if cfg.causal_offset and (cfg.causal or cfg.window):  # alone it changes nothing
+    windowed = cfg.window or cfg.window_left >= 0 or cfg.window_right >= 0
+    if cfg.causal_offset and (cfg.causal or windowed):  # alone it changes nothing
         used["causal_offset"] = f"causal_offset={cfg.causal_offset}"
+        if cfg.causal_offset < 0:
+            used["bottom_right"] = f"causal_offset={cfg.causal_offset} (< 0)"
     if cfg.window:
         used["window"] = f"window={cfg.window}"
+    if cfg.window_left >= 0 or cfg.window_right >= 0:
+        used["window_lr"] = f"window=({cfg.window_left}, {cfg.window_right})"
+    if cfg.softcap:
+        used["softcap"] = f"softcap={cfg.softcap}"
     if cfg.mask_shape is not None:
         used["mask"] = f"mask_shape={list(cfg.mask_shape)}"
     if cfg.dropout_p:
@@ -182,7 +204,7 @@ class Variant:
     # head_dim 64). They compile with this variant and must fit its required_limits.
     by_head_dim: tuple[tuple[int, Variant], ...] = ()
     params: tuple[str, ...] = DEFAULT_PARAMS  # the uniform struct's fields, in order
-    supports: frozenset[str] = frozenset(FEATURES)  # what a configuration may use
+    supports: frozenset[str] = SEED_FEATURES  # what a configuration may use
     max_head_dim: int = MAX_HEAD_DIM
 
     def __post_init__(self) -> None:

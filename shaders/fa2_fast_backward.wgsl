@@ -6,7 +6,8 @@
 // run gives the same bits:
 // 1. fa2f_bwd_pre: scratch row stats [Delta, LSE], Delta = dO . O (O and LSE of the forward).
 // 2. fa2f_bwd_dk_dv: per 64 keys, per query head of the group and query tile:
-//    S^T = K (scale Q)^T, dP^T = V dO^T, dS = P (M dP - Delta) with P = exp(S - LSE), then
+//    S^T = K (scale Q)^T (softcapped as the forward's), dP^T = V dO^T,
+//    dS = P (M dP - Delta) with P = exp(S - LSE) (times the softcap's derivative), then
 //    dV += (P M)^T dO, dK += dS^T (scale Q), and dQ += scale dS K into a partial sum.
 //    Workgroup (slot g, batch, kv head) of a (1, G, batch * kv_heads) dispatch takes key
 //    tiles g, g + G, g + 2G, ... and adds into partial sum g of dQ, which no other
@@ -252,7 +253,8 @@ fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
             for (var q0 = range.x; q0 < range.y; q0 += FF_BC) {
                 let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
                 let dos = ff_q_rows(FF_DO, b, h, q0, 1.0);
-                let s = ff_score_tile(lid, t, ks, qs);
+                // Scores as the forward's: softcapped before the mask, to the bit.
+                let s = ff_softcap4x4(ff_score_tile(lid, t, ks, qs));
                 var dp = mat4x4<f32>();
                 if (parts.dk) { dp = ff_score_tile(lid, t, vs, dos); }
                 let qc = q0 + t.x + FF_COLS;
@@ -275,11 +277,14 @@ fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
                     dv = ff_pv_tile(lid, t, dv, dos, 3u);
                 }
                 if (parts.dk) {
-                    ff_put_p(t, mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds));
+                    // dS of the uncapped scores: times the softcap's derivative (1 without).
+                    let g = ff_softcap_grad4x4(s);
+                    let ds = mat4x4<f32>(r0.ds * g[0], r1.ds * g[1], r2.ds * g[2], r3.ds * g[3]);
+                    ff_put_p(t, ds);
                     workgroupBarrier();
                     dk = ff_pv_tile(lid, t, dk, qs, 3u);
                     // dQ rows += scale dS K: the same dS, transposed to query rows.
-                    ff_put_pt(t, mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds) * p.scale);
+                    ff_put_pt(t, ds * p.scale);
                     workgroupBarrier();
                     ffb_dq_tile(lid, t, slot, bh, q0, ks);
                 }

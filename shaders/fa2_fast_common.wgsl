@@ -116,14 +116,30 @@ fn ff_kv_rows(buf: u32, b: u32, kvh: u32, row0: u32, mul: f32) -> FfRows {
 const FF_COLS: vec4<u32> = vec4<u32>(0u, 16u, 32u, 48u); // an invocation's column offsets
 fn ff_visible4(qi: vec4<u32>, kj: vec4<u32>) -> vec4<bool> {
     let p = fa2_params;
-    let qa = qi + p.causal_offset;
-    var ok = (kj < vec4<u32>(p.seq_k)) & (qi < vec4<u32>(p.seq_q));
-    if (p.causal == 1u) { ok = ok & (kj <= qa); }
-    if (p.window > 0u) {
-        let dist = select(kj - qa, qa - kj, qa >= kj);
-        ok = ok & (dist < vec4<u32>(p.window));
-    }
-    return ok;
+    let d = vec4<i32>(kj) - (vec4<i32>(qi) + p.query_shift);
+    let inside = (d >= vec4<i32>(-p.key_left)) & (d <= vec4<i32>(p.key_right));
+    return inside & (kj < vec4<u32>(p.seq_k)) & (qi < vec4<u32>(p.seq_q));
+}
+// fa2_softcap on a 4x4 score block (uniform branch: nothing to do without a softcap).
+fn ff_softcap4x4(s: mat4x4<f32>) -> mat4x4<f32> {
+    let c = fa2_params.softcap;
+    if (c <= 0.0) { return s; }
+    let r = 1.0 / c;
+    return mat4x4<f32>(
+        c * tanh(clamp(s[0] * r, vec4<f32>(-15.0), vec4<f32>(15.0))),
+        c * tanh(clamp(s[1] * r, vec4<f32>(-15.0), vec4<f32>(15.0))),
+        c * tanh(clamp(s[2] * r, vec4<f32>(-15.0), vec4<f32>(15.0))),
+        c * tanh(clamp(s[3] * r, vec4<f32>(-15.0), vec4<f32>(15.0)))
+    );
+}
+// The softcap's derivative at a capped score t = softcap * tanh(x / softcap):
+// d t / d x = 1 - (t / softcap)^2, 1 without a softcap.
+fn ff_softcap_grad4x4(t: mat4x4<f32>) -> mat4x4<f32> {
+    let c = fa2_params.softcap;
+    if (c <= 0.0) { return mat4x4<f32>(vec4<f32>(1.0), vec4<f32>(1.0), vec4<f32>(1.0), vec4<f32>(1.0)); }
+    let r = 1.0 / c;
+    let u = mat4x4<f32>(t[0] * r, t[1] * r, t[2] * r, t[3] * r);
+    return mat4x4<f32>(1.0 - u[0] * u[0], 1.0 - u[1] * u[1], 1.0 - u[2] * u[2], 1.0 - u[3] * u[3]);
 }
 // Scores after visibility and the additive mask; FF_OUT where masked (a score <= FF_MASKED,
 // -inf included, is masked).
@@ -155,17 +171,11 @@ fn ff_keep4(bh: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<f32> {
 fn ff_all_visible(q0: u32, nq: u32, k0: u32, nk: u32) -> bool {
     let p = fa2_params;
     if (p.has_mask != 0u || q0 + nq > p.seq_q || k0 + nk > p.seq_k) { return false; }
-    let qa0 = q0 + p.causal_offset;
-    let qa1 = qa0 + nq - 1u;
-    let k1 = k0 + nk - 1u;
-    // The last key must be visible to the first query.
-    if (p.causal == 1u && k1 > qa0) { return false; }
-    if (p.window > 0u) {
-        // The farthest pairs: (last query, first key) and (first query, last key).
-        if (qa1 >= k0 && qa1 - k0 >= p.window) { return false; }
-        if (k1 >= qa0 && k1 - qa0 >= p.window) { return false; }
-    }
-    return true;
+    let qa0 = i32(q0) + p.query_shift;
+    // The extreme distances: (last query, first key) and (first query, last key).
+    let d_min = i32(k0) - (qa0 + i32(nq) - 1);
+    let d_max = i32(k0 + nk - 1u) - qa0;
+    return d_min >= -p.key_left && d_max <= p.key_right;
 }
 // [query tile, batch * heads index] of a workgroup of a (1, tiles, batch * heads) dispatch.
 // Workgroups start roughly in index order, so tiles are handed out heaviest first across
@@ -178,24 +188,13 @@ fn ff_tile_order(wg: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
     let tile = i / nwg.z;
     return vec2<u32>(nwg.y - 1u - tile, i % nwg.z);
 }
-// Queries [begin, end) that see any key in [k0, k1] (uniform).
+// Queries [begin, end) that see any key in [k0, k1] (uniform; empty: begin >= end).
+// -left <= kj - qi - shift <= right  <=>  kj - shift - right <= qi <= kj - shift + left.
 fn ff_query_range(k0: u32, k1: u32) -> vec2<u32> {
     let p = fa2_params;
-    var begin = 0u;
-    var end = p.seq_q;
-    if (p.causal == 1u && k0 > p.causal_offset) { begin = k0 - p.causal_offset; }
-    if (p.window > 0u) {
-        // |qa - kj| < window => qa < k1 + window and qa > k0 - window
-        if (k1 + p.window > p.causal_offset) {
-            end = min(end, k1 + p.window - p.causal_offset);
-        } else {
-            end = 0u;
-        }
-        if (p.causal == 0u && k0 + 1u > p.window + p.causal_offset) {
-            begin = max(begin, k0 + 1u - p.window - p.causal_offset);
-        }
-    }
-    return vec2<u32>(begin, end);
+    let lo = i32(k0) - p.query_shift - p.key_right;
+    let hi = i32(k1) - p.query_shift + p.key_left + 1;
+    return vec2<u32>(u32(max(lo, 0)), u32(clamp(hi, 0, i32(p.seq_q))));
 }
 
 // ---- staging (no barriers here: callers place them) ----

@@ -9,7 +9,12 @@
 // - Query head h reads KV head h / (H / Hkv) (GQA / MQA).
 // - Key kj is visible to query qi when kj < Sk, and with causal=1 when
 //   kj <= qi + causal_offset, and with window=w>0 when
-//   |qi + causal_offset - kj| < w.
+//   |qi + causal_offset - kj| < w. This file and the fast variant read that
+//   rule in its general form (FlashAttention-2's): d = kj - (qi + query_shift),
+//   visible when -key_left <= d <= key_right (i32; the host folds causal,
+//   window and window_left / window_right into the two bounds, and a
+//   negative query_shift aligns queries bottom-right when Sq > Sk); the seed
+//   backward reads causal, causal_offset and window.
 // - The additive mask is read at b*stride_b + h*stride_h + qi*stride_q +
 //   kj*stride_k (a stride of 0 broadcasts that dimension).
 // - A score s <= FA2_MASKED (-1e30, -inf included) is masked. A row with no
@@ -47,6 +52,10 @@ struct FlashParams {
     mask_stride_q: u32,
     mask_stride_k: u32,
     window: u32,
+    query_shift: i32,
+    key_left: i32,
+    key_right: i32,
+    softcap: f32, // > 0: scores pass through softcap * tanh(score / softcap)
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
@@ -110,17 +119,13 @@ fn fa2_ld4_v(base: u32, c4: u32) -> vec4<f32> {
     if (c + 3u < d) { r.w = fa2_v[base + c + 3u]; }
     return r;
 }
-// Whether key kj is visible to query qi (causal and window rules).
+// Whether key kj is visible to query qi (causal and window rules). Coordinates, shift
+// and bounds stay below 2^30 (config.MAX_COORD), so no i32 sum here wraps.
 fn fa2_visible(qi: u32, kj: u32) -> bool {
     let p = fa2_params;
-    let qa = qi + p.causal_offset;
     if (kj >= p.seq_k || qi >= p.seq_q) { return false; }
-    if (p.causal == 1u && kj > qa) { return false; }
-    if (p.window > 0u) {
-        let dist = select(kj - qa, qa - kj, qa >= kj);
-        if (dist >= p.window) { return false; }
-    }
-    return true;
+    let d = i32(kj) - (i32(qi) + p.query_shift);
+    return -p.key_left <= d && d <= p.key_right;
 }
 fn fa2_mask_at(b: u32, h: u32, qi: u32, kj: u32) -> f32 {
     let p = fa2_params;
@@ -129,18 +134,19 @@ fn fa2_mask_at(b: u32, h: u32, qi: u32, kj: u32) -> f32 {
         b * p.mask_stride_b + h * p.mask_stride_h + qi * p.mask_stride_q + kj * p.mask_stride_k
     ];
 }
-// Key range [begin, end) visible to any query in [q0, q1] (uniform).
+// Key range [begin, end) visible to any query in [q0, q1] (uniform; empty: begin >= end).
 fn fa2_key_range(q0: u32, q1: u32) -> vec2<u32> {
     let p = fa2_params;
-    var end = p.seq_k;
-    if (p.causal == 1u) { end = min(end, q1 + p.causal_offset + 1u); }
-    var begin = 0u;
-    if (p.window > 0u) {
-        let qa0 = q0 + p.causal_offset;
-        if (qa0 + 1u > p.window) { begin = qa0 + 1u - p.window; }
-        if (p.causal == 0u) { end = min(end, q1 + p.causal_offset + p.window); }
-    }
-    return vec2<u32>(begin, end);
+    let lo = i32(q0) + p.query_shift - p.key_left;
+    let hi = i32(q1) + p.query_shift + p.key_right + 1;
+    return vec2<u32>(u32(max(lo, 0)), u32(clamp(hi, 0, i32(p.seq_k))));
+}
+// softcap * tanh(s / softcap) when softcap > 0. tanh's argument is clamped: tanh(15)
+// rounds to 1 in f32, and some implementations return NaN for large arguments.
+fn fa2_softcap(s: f32) -> f32 {
+    let c = fa2_params.softcap;
+    if (c <= 0.0) { return s; }
+    return c * tanh(clamp(s / c, -15.0, 15.0));
 }
 
 // Dispatch: (1, ceil(seq_q / FA2_ROWS), batch * num_heads). One query row per
@@ -198,7 +204,7 @@ fn flash_fwd(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) w
                 for (var c = 0u; c < d4; c++) {
                     dot4 = fma(q_reg[c], fa2_tk[j * FA2_D4 + c], dot4);
                 }
-                s = dot4.x + dot4.y + dot4.z + dot4.w + fa2_mask_at(b, h, qi, kj);
+                s = fa2_softcap(dot4.x + dot4.y + dot4.z + dot4.w) + fa2_mask_at(b, h, qi, kj);
             }
             s_tile[j] = s;
             m_tile = max(m_tile, s);

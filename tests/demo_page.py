@@ -126,13 +126,17 @@ def smoke_rows(page: Any) -> list[dict[str, Any]]:
     )
 
 
-def summary_counts(results: list[dict[str, Any]]) -> str:
-    n = {s: sum(r["status"] == s for r in results) for s in ("pass", "known", "unsupported")}
+def summary_counts(results: list[dict[str, Any]], variant: str) -> str:
+    """The matrix summary's counts; `variant` names what skipped cases are not supported by."""
+    statuses = ("pass", "known", "unsupported", "skipped")
+    n = {s: sum(r["status"] == s for r in results) for s in statuses}
     parts = [f"{n['pass']} passed"]
     if n["known"]:
         parts.append(f"{n['known']} known failure{'s' if n['known'] > 1 else ''}")
     if n["unsupported"]:
         parts.append(f"{n['unsupported']} unsupported on this driver")
+    if n["skipped"]:
+        parts.append(f"{n['skipped']} not supported by {variant}")
     return ", ".join(parts + [f"{len(results) - sum(n.values())} failed"])
 
 

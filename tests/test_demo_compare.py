@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from py_harness.config import AttentionConfig
+from py_harness.host.judge.reference import visible_mask
 from py_harness.host.judge.verdict import OUTPUTS
 from py_harness.host.wire import run_on
 from tests.demo_page import (
@@ -42,6 +43,9 @@ TINY = {
     "head_dim": 8,
     "causal_offset": 0,
     "window": 0,
+    "window_left": -1,
+    "window_right": -1,
+    "softcap": 0,
     "dropout_p": 0,
     "seed": 0,
     "input_seed": 3,
@@ -176,6 +180,82 @@ def test_compare_a_vs_b_in_one_click(demo: Any) -> None:
             assert float(shown["diffs"][n]) == pytest.approx(want[n], rel=6e-3), n
     entries = _history(demo)
     assert entries[0]["kind"] == "compare" and "seed vs fast" in entries[0]["name"]
+
+
+# FlashAttention-2's axes beyond the seed's, all at once: Sq > Sk with the queries aligned
+# bottom-right (causal_offset = Sk - Sq = -4), a (left, right) window of (3, 2) (the first
+# two rows see no key) and a softcap.
+FA2_AXES = TINY | {
+    "seq_q": 13,
+    "seq_k": 9,
+    "causal_offset": -4,
+    "window_left": 3,
+    "window_right": 2,
+    "softcap": 2.5,
+}
+
+
+def test_fast_runs_softcap_window_lr_bottom_right(demo: Any) -> None:
+    """The fast variant runs the case and passes; its name, result title and pictures say
+    bottom-right, window (3, 2) and softcap 2.5; the page's attention weights are the
+    reference's (softcapped scores, the general visibility rule); the command line's link
+    carries the new fields."""
+    _fill(demo, FA2_AXES, "fast")
+    click_run(demo)
+    run = demo.evaluate(
+        "(({config, variant, passed, status, name}) => "
+        "({config, variant, passed, status, name}))(window.demo.lastRun)"
+    )
+    cfg = AttentionConfig.from_dict(run["config"])
+    assert (cfg.causal_offset, cfg.window_left, cfg.window_right, cfg.softcap) == (-4, 3, 2, 2.5)
+    assert (cfg.seq_q, cfg.seq_k, cfg.window, cfg.causal) == (13, 9, 0, False)
+    assert run["variant"] == "fast" and run["passed"] and run["status"] == "pass", run
+    assert demo.inner_text("#verdict") == "PASS"
+    described = ("bottom-right (offset -4)", "window (3, 2)", "softcap 2.5")
+    title = demo.inner_text("#result-title")
+    weights = demo.inner_text("#weights")
+    for part in described:
+        assert part in run["name"], (part, run["name"])
+        assert part in title, (part, title)
+        assert part in weights, (part, weights)
+    assert _history(demo)[0]["name"] == run["name"]
+    shot(demo, "demo_fa2_axes.png", "#result-card")
+    shot(demo, "demo_fa2_axes_weights.png", "#weights")
+
+    # The picture's weights, per head, against the reference's rule on the same inputs.
+    x = _page_inputs(demo, "window.demo.lastRun.arrays.x")
+    shapes = cfg.shapes()
+    q, k = x["q"].reshape(shapes["q"]), x["k"].reshape(shapes["k"])
+    vis = visible_mask(cfg.seq_q, cfg.seq_k, causal_offset=-4, window_left=3, window_right=2)
+    assert not vis[:2].any() and vis[2:].any(axis=1).all()
+    scale = float(np.float32(1 / np.sqrt(cfg.head_dim)))
+    cap = float(np.float32(cfg.softcap))
+    for h in range(cfg.num_heads):
+        got = demo.evaluate(
+            """async (h) => {
+                const d = await import('/web/demo-data.js');
+                const r = window.demo.lastRun;
+                const { p } = d.attentionWeights(r.config, r.arrays.x, 0, h);
+                return Array.from(p, (v) => (Number.isNaN(v) ? null : v));
+            }""",
+            h,
+        )
+        got = np.array([np.nan if v is None else v for v in got]).reshape(vis.shape)
+        kh = h // (cfg.num_heads // cfg.kv_heads)
+        s = (q[0, :, h].astype(np.float64) @ k[0, :, kh].astype(np.float64).T) * scale
+        s = np.where(vis, cap * np.tanh(s / cap), -np.inf)
+        with np.errstate(invalid="ignore"):
+            e = np.exp(s - s.max(axis=1, keepdims=True))
+            want = e / e.sum(axis=1, keepdims=True)
+        want[~vis] = np.nan
+        assert np.array_equal(np.isnan(got), ~vis), h
+        np.testing.assert_allclose(got[vis], want[vis], rtol=1e-9, atol=1e-12)
+
+    demo.click("#result-command")
+    query = parse_qs(urlsplit(demo.inner_text("#result-command-text").splitlines()[-1]).query)
+    want_query = {k: [str(v)] for k, v in FA2_AXES.items()}
+    assert {k: query[k] for k in want_query} == want_query
+    assert query["variant"] == ["fast"] and query["run"] == ["1"]
 
 
 def test_run_shows_progress_and_cancel_leaves_the_page_usable(demo: Any) -> None:

@@ -26,6 +26,7 @@ from py_harness.host.judge.dropout import dropout_multiplier
 from py_harness.host.judge.limitations import coverage
 from py_harness.host.judge.verdict import OUTPUTS, judge_outputs
 from py_harness.host.wire import run_on
+from py_harness.kernels import variant as builtin_variant
 from tests.demo_page import (
     LOAD_TIMEOUT_MS,
     RESULTS,
@@ -160,11 +161,90 @@ def test_form_refuses_what_the_server_would(demo: Any) -> None:
     wait_js(demo, "document.querySelector('#form-error').textContent === ''")
 
 
+def test_form_refuses_window_with_window_left(demo: Any) -> None:
+    """window (symmetric) and window_left together: Python's validate refuses the pair, and
+    the form shows its message, marking both fields, before any run."""
+    base = dict(batch=1, num_heads=4, num_kv_heads=2, seq_q=113, seq_k=203, head_dim=59)
+    with pytest.raises(ConfigError) as err:
+        validate(AttentionConfig(**base, causal=True, window=3, window_left=2))
+    want = str(err.value)
+    assert want.startswith("window:") and "window_left" in want, want
+    try:
+        demo.fill("input[name=window]", "3")
+        demo.fill("input[name=window_left]", "2")
+        wait_js(demo, "document.querySelector('#form-error').textContent === arg", want)
+        for field in ("window", "window_left"):
+            assert demo.get_attribute(f"input[name={field}]", "aria-invalid") == "true", field
+        assert demo.get_attribute("input[name=window_right]", "aria-invalid") is None
+        assert demo.is_disabled("#run") and demo.is_disabled("#compare")
+        assert "window_left=2" in demo.evaluate("location.search")
+        shot(demo, "demo_window_and_window_left.png", "#case-card")
+    finally:
+        demo.fill("input[name=window]", "0")
+        demo.fill("input[name=window_left]", "-1")
+    wait_js(demo, "document.querySelector('#form-error').textContent === ''")
+
+
+def test_form_refuses_what_the_variant_does_not_support(demo: Any) -> None:
+    """softcap with the seed variant, which does not support it: the form shows the seed's
+    refusal (Variant.refusal, asked of the page's Python) and marks softcap and the variant;
+    a forced submit runs nothing. The fast variant takes the same form; a comparison with
+    the seed on one side is refused with the same words, before any run."""
+    judged: list[str] = []
+    on_request = lambda r: "/api/judge" in r.url and judged.append(r.url)  # noqa: E731
+    before = demo.evaluate("window.demo.history.length")
+    variant_before = demo.input_value("select[name=variant]")
+    demo.on("request", on_request)
+    try:
+        demo.select_option("select[name=variant]", "seed")
+        demo.fill("input[name=softcap]", "2.5")
+        cfg = AttentionConfig.from_dict(demo.evaluate("window.demo.readForm().config"))
+        assert cfg.softcap == 2.5
+        refusal = builtin_variant("seed").refusal(cfg)
+        assert refusal and "softcap" in refusal, refusal
+        want = f"variant: {refusal}"
+        wait_js(demo, "document.querySelector('#form-error').textContent === arg", want)
+        for field in ("input[name=softcap]", "select[name=variant]"):
+            assert demo.get_attribute(field, "aria-invalid") == "true", field
+        assert demo.is_disabled("#run") and demo.is_disabled("#compare")
+        shot(demo, "demo_softcap_seed_refused.png", "#case-card")
+        # A submit anyway (Enter in a field) validates again and starts nothing.
+        demo.evaluate("document.body.dataset.run = ''")
+        demo.evaluate("document.querySelector('#form-error').textContent = 'pending'")
+        demo.evaluate("document.querySelector('#case-form').requestSubmit()")
+        wait_js(demo, "document.querySelector('#form-error').textContent === arg", want)
+        assert demo.evaluate("document.body.dataset.run") == ""
+        assert demo.is_hidden("#job")
+
+        demo.select_option("select[name=variant]", "fast")
+        assert builtin_variant("fast").refusal(cfg) is None
+        wait_js(
+            demo,
+            "document.querySelector('#form-error').textContent === '' && "
+            "!document.querySelector('#run').disabled",
+        )
+        assert demo.get_attribute("input[name=softcap]", "aria-invalid") is None
+        demo.select_option("#compare-a", "seed")
+        demo.select_option("#compare-b", "fast")
+        demo.evaluate("document.querySelector('#run-status').textContent = ''")
+        demo.click("#compare")
+        wait_js(demo, "document.querySelector('#run-status').textContent !== ''")
+        assert demo.inner_text("#run-status") == f"compare: A (seed): {refusal}"
+        assert demo.evaluate("document.body.dataset.run") == ""
+    finally:
+        demo.remove_listener("request", on_request)
+        demo.fill("input[name=softcap]", "0")
+        demo.select_option("select[name=variant]", variant_before)
+    wait_js(demo, "document.querySelector('#form-error').textContent === ''")
+    assert not judged and demo.evaluate("window.demo.history.length") == before
+
+
 VERDICT_TEXT = {
     "pass": "pass",
     "fail": "FAIL",
     "known": "known failure",
     "unsupported": "unsupported on this driver",
+    "skipped": "not supported by the variant",
 }
 
 
@@ -205,12 +285,26 @@ def test_smoke_suite_passes(demo: Any, harness_server: str) -> None:
     assert [r["case"] for r in copied["results"]] == [c.id for c in SMOKE]
     table = demo.inner_text("#smoke-table")
     # Every row passes, except where a declared limitation covers the case: a driver's is
-    # not run, a failure the variant's flaw covers is known (strict, as in pytest).
+    # not run, a failure the variant's flaw covers is known (strict, as in pytest); and a
+    # case the variant does not support (its refusal, as Python words it) is not run.
+    # The page sends each case's config as JS numbers, so softcap 10.0 arrives as 10.
+    js = lambda v: int(v) if isinstance(v, float) and v.is_integer() else v  # noqa: E731
+    refusals = {
+        c.id: builtin_variant("seed").refusal(
+            AttentionConfig.from_dict({k: js(v) for k, v in c.config().to_dict().items()})
+        )
+        for c in SMOKE
+    }
+    assert any(refusals.values()), "no smoke case is one the seed refuses"
     for r, row in zip(copied["results"], rows, strict=True):
         covered = server[r["case"]]["covered"]
         where = f"{r['case']}\n{table}"
         assert r["covered"] == covered, where
-        if covered and covered["status"] == "unsupported":
+        if refusals[r["case"]]:
+            assert r["status"] == "skipped" and "reports" not in r, where
+            assert r["refusal"] == refusals[r["case"]], where
+            assert row["passed"] is None and refusals[r["case"]] in row["text"], where
+        elif covered and covered["status"] == "unsupported":
             assert r["status"] == "unsupported" and "reports" not in r, where
             assert row["passed"] is None and covered["reason"] in row["text"], where
         else:
@@ -224,7 +318,7 @@ def test_smoke_suite_passes(demo: Any, harness_server: str) -> None:
             assert row["title"] == covered["text"], where
     assert copied["passed"] is True
     summary = demo.inner_text("#smoke-summary")
-    assert summary.startswith(summary_counts(copied["results"]) + " · "), summary
+    assert summary.startswith(summary_counts(copied["results"], "seed") + " · "), summary
 
 
 def test_smoke_shows_what_limitations_cover(demo: Any, harness_server: str) -> None:
@@ -305,6 +399,7 @@ def test_smoke_shows_what_limitations_cover(demo: Any, harness_server: str) -> N
         "passed": 1,
         "known": 1,
         "unsupported": 1,
+        "skipped": 0,
         "failed": 0,
         "errors": 0,
         "not_run": 0,
@@ -347,7 +442,11 @@ def _run_form(page: Any, fields: dict[str, Any], variant: str) -> tuple[dict, di
         "document.querySelector('#form-error').textContent === '' && "
         "!document.querySelector('#run').disabled",
     )
-    with page.expect_request(lambda r: r.url.endswith("/api/judge")) as judge:
+    # The request comes after the run, which may first compile the variant's pipelines (tens
+    # of seconds on SwiftShader while another worker's page runs the smoke suite).
+    with page.expect_request(
+        lambda r: r.url.endswith("/api/judge"), timeout=LOAD_TIMEOUT_MS
+    ) as judge:
         click_run(page)
     run = page.evaluate(
         "(({config, variant, passed, status, covered, reports}) => "

@@ -46,6 +46,20 @@ CASES = {
     "dropout": (2, 5, 6, 4, 2, 4, dict(causal=True, dropout_p=0.3, seed=1234)),
     "all": (2, 5, 7, 4, 2, 5, ALL),
     "mqa_mask_2d": (1, 4, 4, 3, 1, 3, dict(mask="2d", dropout_p=0.5, seed=7)),
+    # FlashAttention-2's axes: bottom-right causal with Sq > Sk (rows 0-2 see no key),
+    # (left, right) windows, softcap (small enough to bend the scores), all at once
+    "bottom_right": (1, 6, 3, 2, 1, 3, dict(causal=True, causal_offset=-3)),
+    "window_lr": (1, 5, 7, 2, 2, 4, dict(window_left=1, window_right=2, causal_offset=1)),
+    "softcap": (2, 4, 5, 4, 2, 4, dict(softcap=0.8, scale=1.5)),
+    "feature_axes": (
+        2,
+        6,
+        4,
+        4,
+        2,
+        3,
+        dict(mask=True, causal=True, causal_offset=-1, window_left=2, softcap=1.1, dropout_p=0.3),
+    ),
 }
 
 
@@ -73,11 +87,15 @@ def _loop_reference(
     causal=False,
     causal_offset=0,
     window=0,
+    window_left=-1,
+    window_right=-1,
+    softcap=0.0,
     dropout_p=0.0,
     seed=0,
     scale=None,
 ):
-    """Row-by-row attention and its gradient through the explicit softmax Jacobian."""
+    """Row-by-row attention and its gradient through the explicit softmax Jacobian (and
+    the softcap's derivative, 1 - tanh^2, per key)."""
     b_, sq, h_, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
     scale = float(np.float32(1 / math.sqrt(d) if scale is None else scale))
@@ -94,9 +112,17 @@ def _loop_reference(
                 keys = [
                     j
                     for j in range(sk)
-                    if not (causal and j > qa) and not (window > 0 and abs(qa - j) >= window)
+                    if not (causal and j > qa)
+                    and not (window > 0 and abs(qa - j) >= window)
+                    and not (window_left >= 0 and j < qa - window_left)
+                    and not (window_right >= 0 and j > qa + window_right)
                 ]
-                s = np.array([scale * q[b, i, h] @ k[b, j, g] + mask[b, h, i, j] for j in keys])
+                x = np.array([scale * q[b, i, h] @ k[b, j, g] for j in keys])
+                cap = float(np.float32(softcap))
+                bend = np.ones_like(x) if not softcap else 1 - np.tanh(x / cap) ** 2
+                capped = x if not softcap else cap * np.tanh(x / cap)
+                s = capped + np.array([mask[b, h, i, j] for j in keys])
+                bend = bend[s > -1e30]
                 keys = [j for j, sj in zip(keys, s, strict=True) if sj > -1e30]
                 s = s[s > -1e30]
                 if not keys:
@@ -106,7 +132,7 @@ def _loop_reference(
                 m = mult[b, h, i, keys]
                 o[b, i, h] = (p * m) @ v[b, keys, g]
                 dp = m * (v[b, keys, g] @ d_out[b, i, h])  # dLoss/dP_j
-                ds = (np.diag(p) - np.outer(p, p)) @ dp  # dLoss/ds_j
+                ds = bend * ((np.diag(p) - np.outer(p, p)) @ dp)  # dLoss/dx_j
                 dq[b, i, h] = scale * ds @ k[b, keys, g]
                 dk[b, keys, g] += scale * np.outer(ds, q[b, i, h])
                 dv[b, keys, g] += np.outer(p * m, d_out[b, i, h])
@@ -167,6 +193,7 @@ def test_empty_rows_are_zero_without_warnings(dtype):
         (3, 4, dict(mask=np.full((3, 4), -np.inf, np.float32))),  # everything masked
         (5, 4, dict(window=2, causal_offset=3)),  # rows 2.. see no key at all (qa >= Sk + 1)
         (3, 0, dict(dropout_p=0.2)),
+        (6, 3, dict(causal=True, causal_offset=-3, softcap=2.0)),  # bottom-right, rows 0-2
     ],  # no keys
 )
 def test_fully_empty_inputs(sq, sk, kw):
@@ -176,7 +203,8 @@ def test_fully_empty_inputs(sq, sk, kw):
     with np.errstate(**RAISE):
         o, lse = attention_ref(q, k, v, **kw)
         dq, dk, dv = attention_bwd_ref(q, k, v, o, d_out, **kw)
-    empty = ~visible_mask(sq, sk, **{x: kw[x] for x in kw if x in ("window", "causal_offset")})
+    rules = ("window", "causal_offset", "causal")
+    empty = ~visible_mask(sq, sk, **{x: kw[x] for x in kw if x in rules})
     empty = empty.all(1) | ("mask" in kw)
     assert (o[:, empty] == 0).all() and (dq[:, empty] == 0).all()
     assert (lse[..., empty] == EMPTY_LSE).all() and empty.any()

@@ -16,6 +16,13 @@ export async function call(entry, request) {
   return JSON.parse(value);
 }
 
+// Why `variant` cannot run `config`, from Python (Variant.refusal in Pyodide, harness.js's
+// window.variantRefusal): {refusal, feature}, refusal null when it can (or when the config is
+// invalid: validate_config says why), feature the setting it does not support.
+export async function variantRefusal(variant, config) {
+  return JSON.parse(await window.variantRefusal(variant, JSON.stringify(config)));
+}
+
 async function fetchJSON(path, init) {
   let resp;
   try {

@@ -14,7 +14,7 @@ import {
   runOnGpu,
   startJob,
 } from "./demo-run.js";
-import { num } from "./demo-api.js";
+import { num, variantRefusal } from "./demo-api.js";
 import { $, Cancelled, NAMES, VERDICTS, esc, fmtErr, ms, secs, shapeText, verdictOf } from "./demo-util.js";
 
 export async function runCompare(state) {
@@ -30,6 +30,16 @@ export async function runCompare(state) {
     }
   }
   const { config, mask, inputSeed } = form;
+  // The form checked its own variant; A and B may not run this case either (Variant.refusal):
+  // say so before any run, as the form does.
+  for (const [side, v] of [["A", a], ["B", b]]) {
+    const { refusal } = await variantRefusal(v, config);
+    if (refusal) {
+      $("#run-status").className = "run-status bad";
+      $("#run-status").textContent = `compare: ${side} (${v}): ${refusal}`;
+      return;
+    }
+  }
   const shape = shapeText(config, mask, MASK_LABELS);
   const job = startJob(state, "compare", `${a} vs ${b} · ${shape}`);
   try {

@@ -131,14 +131,34 @@ export function dropoutKeep(p, seed, numHeads, b, h) {
   };
 }
 
+// The keys query qi sees, as config.kernel_window puts every rule: key kj is visible when
+// -left <= kj - qa <= right, qa = qi + causal_offset (either sign: negative aligns the
+// queries bottom-right when Sq > Sk). A symmetric window w is left = right = w - 1,
+// window_left / window_right of -1 are unbounded, causal caps right at 0.
+export function visibleWindow(cfg) {
+  let left = Infinity;
+  let right = Infinity;
+  if (cfg.window > 0) {
+    left = right = cfg.window - 1;
+  } else {
+    if ((cfg.window_left ?? -1) >= 0) left = cfg.window_left;
+    if ((cfg.window_right ?? -1) >= 0) right = cfg.window_right;
+  }
+  if (cfg.causal) right = Math.min(right, 0);
+  return { left, right };
+}
+
 // Softmax weights P [Sq, Sk] of batch b, head h, in float64, as reference._probs defines
-// them: NaN where a key is absent (causal / window / a score <= -1e30), and `dropped`
-// marks the weights that dropout zeroes (P itself is drawn before dropout).
+// them: the score is softcap · tanh(scale · q.k / softcap) (with a softcap, its f32 value)
+// plus the mask; NaN where a key is absent (visibleWindow, or a score <= -1e30), and
+// `dropped` marks the weights that dropout zeroes (P itself is drawn before dropout).
 export function attentionWeights(cfg, x, b, h) {
   const { batch: B, num_heads: H, seq_q: Sq, seq_k: Sk, head_dim: D } = cfg;
   const Hkv = cfg.num_kv_heads ?? H;
   const kh = Math.floor(h / (H / Hkv));
   const scale = Math.fround(cfg.scale ?? 1 / Math.sqrt(D));
+  const cap = cfg.softcap ? Math.fround(cfg.softcap) : 0;
+  const { left, right } = visibleWindow(cfg);
   const maskAt = maskIndexer(cfg, x.mask);
   const keep = dropoutKeep(cfg.dropout_p, cfg.seed, H, b, h);
   const p = new Float64Array(Sq * Sk);
@@ -149,14 +169,15 @@ export function attentionWeights(cfg, x, b, h) {
     const qo = ((b * Sq + qi) * H + h) * D;
     let m = -Infinity;
     for (let kj = 0; kj < Sk; kj++) {
-      let visible =
-        (!cfg.causal || kj <= qa) && (cfg.window <= 0 || Math.abs(qa - kj) < cfg.window);
+      let visible = kj - qa >= -left && kj - qa <= right;
       let score = NaN;
       if (visible) {
         const ko = ((b * Sk + kj) * Hkv + kh) * D;
         let dot = 0;
         for (let d = 0; d < D; d++) dot += x.q[qo + d] * x.k[ko + d];
-        score = scale * dot + maskAt(b, h, qi, kj);
+        score = scale * dot;
+        if (cap) score = cap * Math.tanh(score / cap);
+        score += maskAt(b, h, qi, kj);
         visible = score > -1e30;
       }
       s[kj] = visible ? score : NaN;

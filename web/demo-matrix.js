@@ -3,12 +3,13 @@
 // /api/judge_case). Rows link to each case's details (the URL's case=ID selects one); counts
 // by status; results as JSON (copy or download) and the command that reruns a case.
 
-import { call, getJSON, num, postJudge } from "./demo-api.js";
+import { call, getJSON, num, postJudge, variantRefusal } from "./demo-api.js";
 import { errorRows, finishJob, startJob } from "./demo-run.js";
 import {
   $,
   Cancelled,
   VERDICTS,
+  axesParts,
   copyText,
   downloadJson,
   esc,
@@ -20,9 +21,9 @@ import {
 } from "./demo-util.js";
 
 const RUNTIME = "browser-demo";
-// The order the counts are shown in; "error" (the run or the judge failed) and "cancelled"
-// (not reached) only when there are some.
-const COUNTED = ["pass", "fail", "known", "unsupported", "error", "cancelled"];
+// The order the counts are shown in; "skipped" (the variant does not support the case),
+// "error" (the run or the judge failed) and "cancelled" (not reached) only when there are some.
+const COUNTED = ["pass", "fail", "known", "unsupported", "skipped", "error", "cancelled"];
 
 // Every case of the matrix (GET /api/cases?set=all), for case=ID links.
 export async function initMatrix(state) {
@@ -70,12 +71,20 @@ function renderDetail(state) {
   const variant = r?.variant ?? variantNow();
   const cfg = c.config;
   const shape = `B${cfg.batch} H${cfg.num_heads} Hkv${cfg.num_kv_heads ?? cfg.num_heads} Sq${cfg.seq_q} Sk${cfg.seq_k} D${cfg.head_dim}`;
-  let body = `<p class="muted small">${esc(shape)}${cfg.causal ? " · causal" : ""}${cfg.window ? ` · window ${cfg.window}` : ""}${c.mask ? ` · mask ${esc(c.mask)}` : ""}${cfg.dropout_p ? ` · dropout ${cfg.dropout_p}` : ""}${c.long ? " · long" : ""}</p>`;
+  const parts = [
+    shape,
+    ...axesParts(cfg),
+    c.mask && c.mask !== "none" && `mask ${c.mask}`,
+    cfg.dropout_p && `dropout ${cfg.dropout_p}`,
+    c.long && "long",
+  ].filter(Boolean);
+  let body = `<p class="muted small" data-field="config">${esc(parts.join(" · "))}</p>`;
   if (!r) {
     body += `<p data-field="status">Not run yet on this page (variant ${esc(variant)}).</p>`;
   } else {
     const st = verdictOf(r);
-    body += `<p data-field="status"><span class="pill ${VERDICTS[st].cls}">${VERDICTS[st].label}</span> variant ${esc(r.variant)}${r.covered ? ` · ${esc(r.covered.text)}` : ""}</p>`;
+    const why = r.refusal ?? r.covered?.text;
+    body += `<p data-field="status"><span class="pill ${VERDICTS[st].cls}">${VERDICTS[st].label}</span> variant ${esc(r.variant)}${why ? ` · ${esc(why)}` : ""}</p>`;
     if (r.error) body += `<pre class="bad">${esc(r.error)}</pre>`;
     if (r.reports) {
       const t = r.timings_ms;
@@ -139,7 +148,13 @@ export async function runMatrix(state, which) {
       $("#smoke-summary").className = "pill";
       job.step(`Case ${i + 1} of ${cases.length}: ${c.id}`);
       let result;
-      if (c.covered?.status === "unsupported") {
+      // As pytest does: a case the variant cannot run (Variant.refusal) is skipped, then one a
+      // driver limitation covers.
+      const { refusal } = await variantRefusal(variant, c.config);
+      job.check();
+      if (refusal) {
+        result = { case: c.id, variant, passed: null, status: "skipped", refusal, covered: c.covered ?? null };
+      } else if (c.covered?.status === "unsupported") {
         // Its result would say nothing about the kernel: not run, neither pass nor fail.
         result = { case: c.id, variant, passed: null, status: "unsupported", covered: c.covered };
       } else {
@@ -209,7 +224,15 @@ function summarize(state, { which, variant, adapter, results, cases, outcome, jo
     outcome,
     // Nothing failed: known failures and cases unsupported on this driver are not failures.
     passed: complete && results.length > 0 && failed === 0,
-    counts: { passed: n.pass, known: n.known, unsupported: n.unsupported, failed, errors: n.error, not_run: n.cancelled },
+    counts: {
+      passed: n.pass,
+      known: n.known,
+      unsupported: n.unsupported,
+      skipped: n.skipped,
+      failed,
+      errors: n.error,
+      not_run: n.cancelled,
+    },
     wall_ms: Math.round(job.elapsed()),
     commands: Object.fromEntries(results.map((r) => [r.case, checkCommand(variant, r.case)])),
     results,
@@ -217,12 +240,13 @@ function summarize(state, { which, variant, adapter, results, cases, outcome, jo
   const parts = [`${n.pass} passed`];
   if (n.known) parts.push(plural(n.known, "known failure"));
   if (n.unsupported) parts.push(`${n.unsupported} unsupported on this driver`);
+  if (n.skipped) parts.push(`${n.skipped} not supported by ${variant}`);
   parts.push(`${failed} failed`);
   const s = $("#smoke-summary");
   const head = complete ? "" : `${outcome === "cancelled" ? "cancelled" : "stopped"} after ${results.length} of ${cases.length}: `;
   s.textContent = `${head}${parts.join(", ")} · ${(job.elapsed() / 1000).toFixed(1)} s`;
   s.title = `${results.length} cases, variant ${variant}, on ${adapter || "this adapter"}`;
-  s.className = `pill ${failed || !complete ? "fail" : n.known || n.unsupported ? "known" : "pass"}`;
+  s.className = `pill ${failed || !complete ? "fail" : n.known || n.unsupported || n.skipped ? "known" : "pass"}`;
   s.dataset.outcome = outcome;
   const counts = $("#matrix-counts");
   counts.innerHTML = COUNTED.filter((st) => n[st] || ["pass", "fail", "known", "unsupported"].includes(st))
@@ -244,6 +268,13 @@ function matrixRow(tr, r) {
       `<td class="unsupported" title="${esc(cov.text)}">${VERDICTS[st].row}</td>` +
       `<td colspan="8" class="small muted" data-field="reason">not run: ` +
       `<b>${esc(cov.limitation)}</b>: ${esc(cov.reason)}</td>`;
+    return;
+  }
+  if (st === "skipped") {
+    tr.innerHTML =
+      id +
+      `<td class="unsupported" title="${esc(r.refusal)}">${VERDICTS[st].row}</td>` +
+      `<td colspan="8" class="small muted" data-field="reason">not run: ${esc(r.refusal)}</td>`;
     return;
   }
   if (st === "error") {

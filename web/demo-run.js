@@ -21,6 +21,7 @@ import {
   Job,
   NAMES,
   VERDICTS,
+  axesParts,
   esc,
   fmtErr,
   ms,
@@ -378,8 +379,7 @@ export function renderPictures(state) {
   const kh = Math.floor(h / (H / Hkv));
   const { p, dropped } = attentionWeights(c, x, b, h);
   const parts = [
-    c.causal && `causal (offset ${c.causal_offset})`,
-    c.window && `window ${c.window}`,
+    ...axesParts(c),
     run.mask !== "none" && `mask: ${MASK_LABELS[run.mask]}`,
     c.dropout_p && `dropout ${c.dropout_p}`,
   ].filter(Boolean);
@@ -394,6 +394,7 @@ export function renderPictures(state) {
   legend.className = "legend";
   legend.innerHTML =
     `<span><i style="background:${css(MASKED_RGB)}"></i>masked (causal, window, −∞ mask)</span>` +
+    (c.softcap ? `<span>scores softcapped: ${c.softcap}·tanh(s / ${c.softcap})</span>` : "") +
     (c.dropout_p
       ? `<span><i style="background:${css(DROPPED_RGB)}"></i>dropped by dropout</span>`
       : "");

@@ -17,11 +17,13 @@ export const INT_FIELDS = [
   "head_dim",
   "causal_offset",
   "window",
+  "window_left",
+  "window_right",
   "seed",
   "input_seed",
   "repeats",
 ];
-export const FLOAT_FIELDS = ["dropout_p"];
+export const FLOAT_FIELDS = ["dropout_p", "softcap"];
 export const CHECK_FIELDS = ["causal"];
 export const SELECT_FIELDS = ["mask", "variant"];
 export const FIELDS = [...INT_FIELDS, ...FLOAT_FIELDS, ...CHECK_FIELDS, ...SELECT_FIELDS];
@@ -65,7 +67,9 @@ export function readUrl(search) {
       if (!INT_TEXT.test(t)) errors.set(name, `${name}: the link's value ${quote(v)} is not an int`);
     } else if (FLOAT_FIELDS.includes(name)) {
       values.set(name, v);
-      if (!FLOAT_TEXT.test(t)) errors.set(name, `${name}: the link's value ${quote(v)} is not a number`);
+      // "1e999" has a number's syntax but is Infinity, which no float field takes.
+      if (!FLOAT_TEXT.test(t) || !Number.isFinite(Number(t)))
+        errors.set(name, `${name}: the link's value ${quote(v)} is not a finite number`);
     } else if (CHECK_FIELDS.includes(name)) {
       if (TRUE_TEXT.includes(t.toLowerCase())) checked.set(name, true);
       else if (FALSE_TEXT.includes(t.toLowerCase())) checked.set(name, false);

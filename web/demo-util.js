@@ -28,6 +28,12 @@ export const VERDICTS = {
     row: "unsupported on this driver",
     cls: "unsupported",
   },
+  // The variant cannot run the case (Variant.refusal): not run, as pytest skips it.
+  skipped: {
+    label: "not supported by the variant",
+    row: "not supported by the variant",
+    cls: "unsupported",
+  },
   error: { label: "error", row: "error", cls: "fail" },
   cancelled: { label: "cancelled", row: "cancelled", cls: "unsupported" },
 };
@@ -165,13 +171,32 @@ export const slug = (s) =>
 
 // ---- naming a run -------------------------------------------------------------------------------
 
+// Where the queries sit and what they see, in words: ["causal", "bottom-right (offset -4)",
+// "window (5, 40)", "softcap 2.5"]. The offset only where it matters (with causal or a
+// window; alone it changes nothing); "bottom-right" when it is Sk - Sq, FlashAttention-2's
+// alignment. A config from before window_left / window_right / softcap reads as without them.
+export function axesParts(c) {
+  const left = c.window_left ?? -1;
+  const right = c.window_right ?? -1;
+  const lr = left >= 0 || right >= 0;
+  const parts = [];
+  if (c.causal) parts.push("causal");
+  if (c.causal_offset && (c.causal || c.window || lr)) {
+    const br = c.causal_offset === c.seq_k - c.seq_q;
+    parts.push(br ? `bottom-right (offset ${c.causal_offset})` : `offset ${c.causal_offset}`);
+  }
+  if (c.window) parts.push(`window ${c.window}`);
+  if (lr) parts.push(`window (${left}, ${right})`);
+  if (c.softcap) parts.push(`softcap ${c.softcap}`);
+  return parts;
+}
+
 // "B1 H4 Hkv2 Sq113 Sk203 D59 · causal · window 17 · mask key padding · dropout 0.1 (seed 3)"
 export function shapeText(c, mask, labels = {}) {
   const parts = [
     `B${c.batch} H${c.num_heads} Hkv${c.num_kv_heads} Sq${c.seq_q} Sk${c.seq_k} D${c.head_dim}`,
+    ...axesParts(c),
   ];
-  if (c.causal) parts.push(c.causal_offset ? `causal (offset ${c.causal_offset})` : "causal");
-  if (c.window) parts.push(`window ${c.window}`);
   if (mask && mask !== "none") parts.push(`mask ${Object.hasOwn(labels, mask) ? labels[mask] : mask}`);
   if (c.dropout_p) parts.push(`dropout ${c.dropout_p} (seed ${c.seed})`);
   return parts.join(" · ");

@@ -7,7 +7,7 @@
 // loading | ready | no-webgpu | error, dataset.run (a form run or a comparison) and
 // dataset.smoke (the matrix view) are running | done | error | cancelled.
 
-import { call, getJSON } from "./demo-api.js";
+import { call, getJSON, variantRefusal } from "./demo-api.js";
 import { runCompare } from "./demo-compare.js";
 import { MASK_PRESETS } from "./demo-data.js";
 import { wireHistory } from "./demo-history.js";
@@ -24,7 +24,7 @@ import {
   showFatal,
   showNoGpu,
 } from "./demo-startup.js";
-import { FIELDS, INT_FIELDS, formQuery, readUrl } from "./demo-url.js";
+import { FIELDS, FLOAT_FIELDS, INT_FIELDS, formQuery, readUrl } from "./demo-url.js";
 import { $ } from "./demo-util.js";
 
 const form = $("#case-form");
@@ -39,6 +39,34 @@ const ARG_FIELDS = new Map([
   ["stats", ["batch", "num_heads", "seq_q"]],
   ["case", ["batch", "num_heads", "seq_q", "seq_k", "head_dim"]],
 ]);
+// A variant's refusal (variant.features_used's feature) -> the form fields that set it.
+const FEATURE_FIELDS = new Map([
+  ["causal", ["causal"]],
+  ["causal_offset", ["causal_offset"]],
+  ["bottom_right", ["causal_offset"]],
+  ["window", ["window"]],
+  ["window_lr", ["window_left", "window_right"]],
+  ["softcap", ["softcap"]],
+  ["mask", ["mask"]],
+  ["dropout", ["dropout_p"]],
+  ["gqa", ["num_kv_heads"]],
+]);
+
+// The fields to mark for an error: its argument's, those of the feature a variant refuses,
+// and window_left / window_right beside window when the error is that both were given.
+function errorFields(e, config) {
+  const names = [...(ARG_FIELDS.get(e.argument) ?? [e.argument])];
+  if (e.feature && FEATURE_FIELDS.has(e.feature)) {
+    const all = FEATURE_FIELDS.get(e.feature);
+    // window_lr: the side(s) given
+    const given = all.filter((n) => !n.startsWith("window_") || config[n] !== -1);
+    names.push(...(given.length ? given : all));
+  }
+  if (e.argument === "window" && /not both/.test(e.message)) {
+    names.push(...["window_left", "window_right"].filter((n) => config[n] !== -1));
+  }
+  return names;
+}
 
 // Shared with the other modules, which get the form functions through it (no import cycle).
 const state = {
@@ -137,7 +165,7 @@ function readForm() {
   const config = {};
   for (const n of INT_FIELDS) if (n !== "input_seed" && n !== "repeats") config[n] = parseValue(f[n].value);
   config.causal = f.causal.checked;
-  config.dropout_p = parseValue(f.dropout_p.value);
+  for (const n of FLOAT_FIELDS) config[n] = parseValue(f[n].value);
   const mask = f.mask.value;
   config.mask_shape = Object.hasOwn(MASK_PRESETS, mask) ? MASK_PRESETS[mask].shape(config) : null;
   config.scale = null;
@@ -210,8 +238,9 @@ function pageChecks(f) {
 
 let validation = 0;
 // The link's refusals, Python's validate (through validate_config, with the server's
-// reference limits), then the page's own checks. Returns the form when it is valid, else
-// null; shows the messages either way.
+// reference limits), the variant's refusal (Variant.refusal: a feature it does not support,
+// as run_case would refuse it), then the page's own checks. Returns the form when it is
+// valid, else null; shows the messages either way.
 async function validateForm() {
   const ticket = ++validation;
   const f = readForm();
@@ -224,6 +253,12 @@ async function validateForm() {
     if (ticket !== validation) return null; // a newer edit is being checked
     if (!r.ok) errors.push(r);
   }
+  if (!errors.length && state.pythonReady && known(state.variants, f.variant)) {
+    const r = await variantRefusal(f.variant, f.config);
+    if (ticket !== validation) return null;
+    // ConfigError("variant", refusal): run_case's words.
+    if (r.refusal) errors.push({ argument: "variant", feature: r.feature, message: `variant: ${r.refusal}` });
+  }
   if (!errors.length) {
     const e = pageChecks(f);
     if (e) errors.push(e);
@@ -231,7 +266,7 @@ async function validateForm() {
   for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
   $("#form-error").textContent = errors.map((e) => e.message).join("\n");
   for (const e of errors) {
-    for (const name of ARG_FIELDS.get(e.argument) ?? [e.argument]) {
+    for (const name of errorFields(e, f.config)) {
       if (FIELDS.includes(name)) form.elements[name].setAttribute("aria-invalid", "true");
     }
   }

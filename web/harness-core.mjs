@@ -78,6 +78,56 @@ async function callEntry(booting, entry, requestJson) {
   }
 }
 
+// Why a built-in variant cannot run a configuration, asked before any run: Variant.refusal,
+// which run_case checks only once it runs (the service's validate_config takes no variant).
+// A Python function of (variant name, config JSON) -> JSON {refusal, feature}: refusal is
+// Variant.refusal's text (null: it runs it, or the config is invalid, which validate_config
+// says), feature the first feature (variant.features_used) the variant does not support.
+const REFUSAL_PY = `
+import json
+from py_harness.config import AttentionConfig, ConfigError, validate
+from py_harness.kernels import VARIANTS
+from py_harness.variant import features_used
+
+def variant_refusal(name, config_json):
+    none = json.dumps({"refusal": None, "feature": None})
+    if name not in VARIANTS:
+        return none
+    v = VARIANTS[name]
+    try:
+        cfg = AttentionConfig.from_dict(json.loads(config_json))
+        validate(cfg)
+    except (ConfigError, TypeError, ValueError):
+        return none
+    refusal = v.refusal(cfg)
+    unsupported = [f for f in features_used(cfg) if f not in v.supports]
+    feature = unsupported[0] if refusal and unsupported else None
+    return json.dumps({"refusal": refusal, "feature": feature})
+
+variant_refusal
+`;
+
+// variantRefusal(variantName, configJson) -> JSON string {refusal, feature}; rejects when
+// Python fails (not for a refused or invalid config).
+export function makeVariantRefusal(booting) {
+  let fn = null;
+  return async (variantName, configJson) => {
+    const { pyodide } = await booting;
+    if (typeof variantName !== "string" || typeof configJson !== "string") {
+      throw new TypeError("variantRefusal takes (variant name, config JSON), both strings");
+    }
+    if (!fn) {
+      const scope = pyodide.toPy({});
+      try {
+        fn = pyodide.runPython(REFUSAL_PY, { globals: scope });
+      } finally {
+        scope.destroy();
+      }
+    }
+    return fn(variantName, configJson);
+  };
+}
+
 // runHarness(entry, requestJson) -> [status, value, stack]; never rejects.
 export function makeRunHarness(booting) {
   return async (entry, requestJson) => {

@@ -4,8 +4,10 @@
 //   window.runHarness(entry, requestJson) -> [status, value, stack], never rejects
 //       (harness-core.mjs says what they hold)
 //   window.harnessTimings {pyodideLoadMs, packageLoadMs, importMs, totalMs, readyAtMs}
+//   window.variantRefusal(variant, configJson) -> JSON {refusal, feature}: why a built-in
+//       variant cannot run the config (harness-core.mjs), asked before a run
 
-import { bootHarness, makeRunHarness } from "./harness-core.mjs";
+import { bootHarness, makeRunHarness, makeVariantRefusal } from "./harness-core.mjs";
 
 const BUILD_HINT = "Build it with: python -m py_harness.host.serving.build_wheel (the server does).";
 
@@ -53,3 +55,4 @@ window.harnessReady = booting.then(() => timings);
 window.harnessReady.catch(() => {}); // awaited by tests; avoid an "unhandled rejection" report
 
 window.runHarness = makeRunHarness(booting);
+window.variantRefusal = makeVariantRefusal(booting);

@@ -27,6 +27,10 @@ class Case:
     bottom_right: bool = False  # causal_offset = seq_k - seq_q
     offset: int = 0  # an explicit causal_offset (queries shifted right of the keys)
     window: int = 0
+    # FlashAttention-2's (window_size_left, window_size_right); -1 unbounded
+    window_left: int = -1
+    window_right: int = -1
+    softcap: float = 0.0
     mask: str = "none"
     dropout_p: float = 0.0
     seed: int = 1234
@@ -50,10 +54,18 @@ class Case:
             parts.append(f"gqa{self.num_heads}x{self.num_kv_heads}")
         if self.causal:
             parts.append("causal-br" if self.bottom_right else "causal")
+        elif self.bottom_right:
+            parts.append("br")
         if self.offset:
             parts.append(f"off{self.offset}")
         if self.window:
             parts.append(f"win{self.window}")
+        if self.window_left >= 0:
+            parts.append(f"wl{self.window_left}")
+        if self.window_right >= 0:
+            parts.append(f"wr{self.window_right}")
+        if self.softcap:
+            parts.append(f"cap{self.softcap:g}")
         if self.mask != "none":
             parts.append(f"mask-{self.mask}")
         if self.dropout_p:
@@ -81,6 +93,9 @@ class Case:
             causal=self.causal,
             causal_offset=self.seq_k - self.seq_q if self.bottom_right else self.offset,
             window=self.window,
+            window_left=self.window_left,
+            window_right=self.window_right,
+            softcap=self.softcap,
             mask_shape=mask_shape,
             dropout_p=self.dropout_p,
             seed=self.seed,
@@ -163,6 +178,33 @@ CASES: tuple[Case, ...] = (
     Case(64, 4096, 1, num_heads=16, num_kv_heads=1),
     Case(64, 1, 2048, num_heads=4, num_kv_heads=1, smoke=True),
     Case(128, 1, 4096, num_heads=8, num_kv_heads=2),
+    # FlashAttention-2's axes beyond the seed (docs/features.md); the seed variant skips
+    # them. Bottom-right causal with Sq > Sk (offset -90: the first 90 rows see no key)
+    Case(59, 203, 113, num_heads=6, num_kv_heads=2, causal=True, bottom_right=True, smoke=True),
+    # (left, right) windows: asymmetric; left only, bottom-right (past the causal edge by
+    # 3 keys); one key per row (0, 0); with causal (right capped at 0), Sq > Sk
+    Case(48, 113, 203, window_left=5, window_right=40, smoke=True),
+    Case(32, 130, 300, bottom_right=True, window_right=3, smoke=True),
+    Case(16, 77, 77, num_heads=2, num_kv_heads=2, window_left=0, window_right=0),
+    Case(64, 300, 130, causal=True, bottom_right=True, window_left=37, smoke=True),
+    # softcap: moderate, and saturated by large logits (tanh' near 0 for most scores);
+    # with everything else at once
+    Case(64, 128, 217, softcap=2.5, smoke=True),
+    Case(32, 17, 128, softcap=10.0, large_logits=True, smoke=True),
+    Case(
+        59,
+        203,
+        113,
+        batch=2,
+        num_heads=6,
+        num_kv_heads=2,
+        causal=True,
+        bottom_right=True,
+        window_left=50,
+        softcap=3.0,
+        mask="keypad",
+        dropout_p=0.17,
+    ),
     # ... and at sizes for GPUs: S = 4096 with MQA, 32768 rows per key
     Case(64, 4096, 4096, num_heads=4, num_kv_heads=1, causal=True, long=True),
     Case(128, 1024, 256, num_heads=32, num_kv_heads=1, long=True),

@@ -93,6 +93,8 @@ def single_key_rows(cfg: AttentionConfig) -> tuple[int, int]:
         causal=cfg.causal,
         causal_offset=cfg.causal_offset,
         window=cfg.window,
+        window_left=cfg.window_left,
+        window_right=cfg.window_right,
     )
     counts = vis.sum(1)
     single = counts == 1

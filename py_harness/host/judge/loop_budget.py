@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ...config import AttentionConfig, ConfigError
+from ...config import AttentionConfig, ConfigError, kernel_window
 from ...kernels import FAST, FAST_ROWS
 
 BUDGET = 65535  # LP_MAX_TGSI_LOOP_ITERATIONS
@@ -45,51 +45,32 @@ def _cdiv(a: int, b: int) -> int:
 
 
 # ---- visibility as intervals (fa2_visible, fa2_key_range, the dK/dV query range) ----------
+# Every rule is one window on d = kj - (qi + causal_offset): -left <= d <= right
+# (config.kernel_window, what the kernels read).
 def _keys_of_query(qi: int, cfg: AttentionConfig) -> Span:
     if qi >= cfg.seq_q:
         return (0, 0)
-    qa, lo, hi = qi + cfg.causal_offset, 0, cfg.seq_k
-    if cfg.causal:
-        hi = min(hi, qa + 1)
-    if cfg.window > 0:
-        lo, hi = max(lo, qa + 1 - cfg.window), min(hi, qa + cfg.window)
-    return (lo, hi)
+    left, right = kernel_window(cfg)
+    qa = qi + cfg.causal_offset
+    return (max(0, qa - left), max(0, min(cfg.seq_k, qa + right + 1)))
 
 
 def _queries_of_key(kj: int, cfg: AttentionConfig) -> Span:
     if kj >= cfg.seq_k:
         return (0, 0)
-    off, lo, hi = cfg.causal_offset, 0, cfg.seq_q
-    if cfg.causal:
-        lo = max(lo, kj - off)
-    if cfg.window > 0:
-        lo, hi = max(lo, kj + 1 - cfg.window - off), min(hi, kj + cfg.window - off)
-    return (lo, hi)
+    left, right = kernel_window(cfg)
+    base = kj - cfg.causal_offset
+    return (max(0, base - right), max(0, min(cfg.seq_q, base + left + 1)))
 
 
 def key_range(q0: int, q1: int, cfg: AttentionConfig) -> Span:
     """fa2_key_range: keys any query in [q0, q1] may see."""
-    end, begin = cfg.seq_k, 0
-    if cfg.causal:
-        end = min(end, q1 + cfg.causal_offset + 1)
-    if cfg.window > 0:
-        qa0 = q0 + cfg.causal_offset
-        begin = max(0, qa0 + 1 - cfg.window)
-        if not cfg.causal:
-            end = min(end, q1 + cfg.causal_offset + cfg.window)
-    return (begin, end)
+    return (_keys_of_query(q0, cfg)[0], _keys_of_query(q1, cfg)[1])
 
 
 def query_range(k0: int, k1: int, cfg: AttentionConfig) -> Span:
-    """flash_bwd_dk_dv's (and ff_query_range's) queries that may see a key in [k0, k1]."""
-    off, begin, end = cfg.causal_offset, 0, cfg.seq_q
-    if cfg.causal and k0 > off:
-        begin = k0 - off
-    if cfg.window > 0:
-        end = min(end, k1 + cfg.window - off) if k1 + cfg.window > off else 0
-        if not cfg.causal and k0 + 1 > cfg.window + off:
-            begin = max(begin, k0 + 1 - cfg.window - off)
-    return (begin, end)
+    """ff_query_range: queries that may see a key in [k0, k1]."""
+    return (_queries_of_key(k0, cfg)[0], _queries_of_key(k1, cfg)[1])
 
 
 def _union_size(spans: list[Span], base: int) -> tuple[int, int]:

@@ -70,27 +70,39 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "dq-missing-scale",
         FAST_BWD,
-        "mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds) * p.scale",
-        "mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds)",
+        "ff_put_pt(t, ds * p.scale)",
+        "ff_put_pt(t, ds)",
     ),
     _fast("dkdv-q-unscaled", FAST_BWD, "(FF_Q, b, h, q0, p.scale)", "(FF_Q, b, h, q0, 1.0)"),
     # mask edges, per element
-    _fast("causal-edge", FAST_COMMON, "ok & (kj <= qa);", "ok & (kj <= qa + 1u);"),
+    # (causal is the right edge at 0; a symmetric window both edges)
     _fast(
-        "window-edge", FAST_COMMON, "(dist < vec4<u32>(p.window))", "(dist <= vec4<u32>(p.window))"
+        "causal-edge",
+        FAST_COMMON,
+        "(d <= vec4<i32>(p.key_right))",
+        "(d <= vec4<i32>(p.key_right + 1))",
+    ),
+    _fast(
+        "window-edge",
+        FAST_COMMON,
+        "(d >= vec4<i32>(-p.key_left))",
+        "(d >= vec4<i32>(-p.key_left - 1))",
     ),
     _fast("masked-edge", FAST_COMMON, "(x > vec4<f32>(FF_MASKED))", "(x >= vec4<f32>(FF_MASKED))"),
     # a tile taken for fully visible (no per-element checks) when it is not
+    _fast("full-tile-causal", FAST_COMMON, "d_max <= p.key_right", "d_max <= p.key_right + 1"),
     _fast(
-        "full-tile-causal",
+        "full-tile-window-last-query",
         FAST_COMMON,
-        "k1 > qa0) { return false; }",
-        "k1 > qa0 + 1u) { return false; }",
+        "d_min >= -p.key_left",
+        "d_min >= -p.key_left - 1",
     ),
     _fast(
-        "full-tile-window-last-query", FAST_COMMON, "qa1 - k0 >= p.window", "qa1 - k0 > p.window"
+        "full-tile-window-last-key",
+        FAST_COMMON,
+        "(qa0 + i32(nq) - 1)",
+        "(qa0 + i32(nq) - 2)",
     ),
-    _fast("full-tile-window-last-key", FAST_COMMON, "k1 - qa0 >= p.window", "k1 - qa0 > p.window"),
     _fast("full-tile-keys", FAST_COMMON, "k0 + nk > p.seq_k", "k0 + 1u > p.seq_k"),
     # the heaviest-first tile order off by one: tile 0 never runs, one tile runs twice
     _fast("tile-order", FAST_COMMON, "nwg.y - 1u - tile", "nwg.y - tile"),
@@ -98,14 +110,54 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "key-range-window",
         FORWARD_FILE,  # the fast kernels use the forward's fa2_key_range
-        "begin = qa0 + 1u - p.window;",
-        "begin = qa0 + 2u - p.window;",
+        "p.query_shift - p.key_left;",
+        "p.query_shift - p.key_left + 1;",
     ),
     _fast(
         "query-range-causal",
         FAST_COMMON,
-        "begin = k0 - p.causal_offset;",
-        "begin = k0 + 1u - p.causal_offset;",
+        "p.query_shift - p.key_right;",
+        "p.query_shift - p.key_right + 1;",
+    ),
+    # FlashAttention-2's axes (docs/features.md). A negative offset clamped to 0 (as a u32
+    # offset would be); the window's sides swapped; the right edge's range one key short
+    _fast(
+        "negative-shift-clamped",
+        FAST_COMMON,
+        "(vec4<i32>(qi) + p.query_shift)",
+        "(vec4<i32>(qi) + max(p.query_shift, 0))",
+    ),
+    _fast(
+        "window-sides-swapped",
+        FAST_COMMON,
+        "(d >= vec4<i32>(-p.key_left)) & (d <= vec4<i32>(p.key_right))",
+        "(d >= vec4<i32>(-p.key_right)) & (d <= vec4<i32>(p.key_left))",
+    ),
+    _fast(
+        "key-range-right",
+        FORWARD_FILE,
+        "p.query_shift + p.key_right + 1;",
+        "p.query_shift + p.key_right;",
+    ),
+    # softcap: left out of the backward's scores, its derivative dropped, tanh saturated
+    # early (an argument clamp of 1.5 instead of 15)
+    _fast(
+        "bwd-no-softcap",
+        FAST_BWD,
+        "ff_softcap4x4(ff_score_tile(lid, t, ks, qs))",
+        "ff_score_tile(lid, t, ks, qs)",
+    ),
+    _fast(
+        "softcap-grad-missing",
+        FAST_BWD,
+        "mat4x4<f32>(r0.ds * g[0], r1.ds * g[1], r2.ds * g[2], r3.ds * g[3])",
+        "mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds)",
+    ),
+    _fast(
+        "softcap-clamp",
+        FAST_COMMON,
+        "c * tanh(clamp(s[0] * r, vec4<f32>(-15.0), vec4<f32>(15.0)))",
+        "c * tanh(clamp(s[0] * r, vec4<f32>(-1.5), vec4<f32>(1.5)))",
     ),
     # the last, partial chunk of rows of the second GEMM skipped
     _fast(
@@ -232,6 +284,17 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         + ");",
     ),
     _fast("bwd-exp-5digits", FAST_BWD, "exp(x - lse)", f"exp2((x - lse) * {LOG2E_5_DIGITS})"),
+    # The softcapped scores of the forward rounded to 17 bits (the backward's are exact):
+    # an error of up to softcap x 2^-18 in every score, which P takes as a relative error.
+    _fast(
+        "softcap-17bits",
+        FAST_FWD,
+        "var s = ff_softcap4x4(ff_score_tile(lid, t, qs, ff_kv_rows(FF_K, b, kvh, k0, 1.0)));",
+        "var s = ff_softcap4x4(ff_score_tile(lid, t, qs, ff_kv_rows(FF_K, b, kvh, k0, 1.0)));\n"
+        "        if (p.softcap > 0.0) { s = mat4x4<f32>("
+        + ", ".join(_rounded(f"s[{i}]", 17, True) for i in range(4))
+        + "); }",
+    ),
 )
 
 
@@ -296,9 +359,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("bwd-dq-missing-scale", BACKWARD_FILE, "- delta) * p.scale;", "- delta);"),
     Mutant("bwd-dk-missing-scale", BACKWARD_FILE, "- stats.x) * p.scale;", "- stats.x);"),
     # off-by-one at a mask edge
-    Mutant(
-        "fwd-causal-edge", FORWARD_FILE, "kj > qa) { return false; }", "kj >= qa) { return false; }"
-    ),
+    Mutant("fwd-causal-edge", FORWARD_FILE, "d <= p.key_right;", "d < p.key_right;"),
     Mutant(
         "bwd-causal-edge",
         BACKWARD_FILE,
@@ -309,8 +370,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "fwd-window-range",
         FORWARD_FILE,
-        "begin = qa0 + 1u - p.window;",
-        "begin = qa0 + 2u - p.window;",
+        "p.query_shift - p.key_left;",
+        "p.query_shift - p.key_left + 1;",
     ),
     # wrong head mapping (GQA)
     Mutant(
@@ -475,6 +536,13 @@ FIRST_CATCH: dict[str, str] = {
     "fast-load-shift": "d1-sq17-sk17-h4",
     "fast-dq-sums-unaligned": "d32-sq59-sk203-mqa3x1",
     "fast-dq-rows-past-end": "d128-sq128-sk217-h4-win32",
+    "fast-negative-shift-clamped": "d59-sq203-sk113-gqa6x2-causal-br",
+    "fast-window-sides-swapped": "d48-sq113-sk203-h4-wl5-wr40",
+    "fast-key-range-right": "d48-sq113-sk203-h4-wl5-wr40",
+    "fast-bwd-no-softcap": "d64-sq128-sk217-h4-cap2.5",
+    "fast-softcap-grad-missing": "d64-sq128-sk217-h4-cap2.5",
+    "fast-softcap-clamp": "d64-sq128-sk217-h4-cap2.5",
+    "fast-softcap-17bits": "d64-sq128-sk217-h4-cap2.5",
     "fwd-l-17bits": "d64-sq64-sk1031-h2",
     "fwd-lse-17bits": "d1-sq17-sk17-h4",
     "bwd-lse-17bits": "d64-sq17-sk128-h4-big",

@@ -3,8 +3,12 @@
 Conventions (shaders/flash_attention_v2.wgsl):
   q, o, d_out: [B, Sq, H, D];  k, v, dk, dv: [B, Sk, Hkv, D];  lse: [B, H, Sq].
   Query head h reads KV head h // (H // Hkv).
-  Score s = scale * q . k + mask[b, h, qi, kj]; a score <= MASKED (-1e30, -inf
-  included) is absent (not a large negative number, unlike PyTorch).
+  Score s = cap(scale * q . k) + mask[b, h, qi, kj], cap(x) = softcap * tanh(x / softcap)
+  when softcap > 0 (FlashAttention-2's order: softcap first); a score <= MASKED (-1e30,
+  -inf included) is absent (not a large negative number, unlike PyTorch).
+  Visibility (visible_mask): causal, a symmetric window, or FlashAttention-2's
+  (window_left, window_right), all relative to qa = qi + causal_offset; a negative offset
+  aligns the queries bottom-right when Sq > Sk (causal_offset = Sk - Sq).
   A row without any present key: o = 0, lse = EMPTY_LSE, no gradient.
   Dropout multiplies P by M (dropout.py); the softmax denominator counts every key.
 
@@ -31,12 +35,20 @@ Array = NDArray[np.floating]
 
 
 def visible_mask(
-    seq_q: int, seq_k: int, *, causal: bool = False, causal_offset: int = 0, window: int = 0
+    seq_q: int,
+    seq_k: int,
+    *,
+    causal: bool = False,
+    causal_offset: int = 0,
+    window: int = 0,
+    window_left: int = -1,
+    window_right: int = -1,
 ) -> NDArray[np.bool_]:
     """[Sq, Sk] bool: key kj is visible to query qi (fa2_visible).
 
-    qa = qi + causal_offset; visible iff (not causal or kj <= qa) and
-    (window <= 0 or |qa - kj| < window). kj < Sk holds by construction.
+    qa = qi + causal_offset (any sign); visible iff (not causal or kj <= qa) and
+    (window <= 0 or |qa - kj| < window) and (window_left < 0 or kj >= qa - window_left)
+    and (window_right < 0 or kj <= qa + window_right). kj < Sk holds by construction.
     """
     qa = np.arange(seq_q, dtype=np.int64)[:, None] + int(causal_offset)
     kj = np.arange(seq_k, dtype=np.int64)[None, :]
@@ -45,7 +57,21 @@ def visible_mask(
         vis &= kj <= qa
     if window > 0:
         vis &= np.abs(qa - kj) < window
+    if window_left >= 0:
+        vis &= kj >= qa - window_left
+    if window_right >= 0:
+        vis &= kj <= qa + window_right
     return vis
+
+
+def _visibility(causal, causal_offset, window, window_left, window_right) -> dict:
+    return {
+        "causal": causal,
+        "causal_offset": causal_offset,
+        "window": window,
+        "window_left": window_left,
+        "window_right": window_right,
+    }
 
 
 def _heads(x: ArrayLike, num_heads: int, dtype: DTypeLike) -> Array:
@@ -60,8 +86,10 @@ def _fold_heads(x: Array, num_kv_heads: int) -> Array:
     return x.transpose(0, 2, 1, 3).reshape(b, s, num_kv_heads, h // num_kv_heads, d).sum(3)
 
 
-def _probs(q, k, v, mask, causal, causal_offset, window, scale, dtype):
-    """Softmax weights P [B, H, Sq, Sk] (0 where masked), lse [B, H, Sq], the f32 scale."""
+def _probs(q, k, v, mask, visibility, softcap, scale, dtype):
+    """Softmax weights P [B, H, Sq, Sk] (0 where masked), lse [B, H, Sq], the f32 scale and
+    the softcap's derivative d cap(x) / dx [B, H, Sq, Sk] (None without a softcap).
+    visibility: visible_mask's keyword arguments."""
     q, k = np.asarray(q), np.asarray(k)
     b, sq, h, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
@@ -71,12 +99,17 @@ def _probs(q, k, v, mask, causal, causal_offset, window, scale, dtype):
     scale = np.dtype(dtype).type(np.float32(1.0 / np.sqrt(d) if scale is None else scale))
     kh = _heads(k, h, dtype)
     s = _heads(q, h, dtype) @ (kh * scale).swapaxes(-1, -2)
+    cap_grad = None
+    if softcap:
+        cap = np.dtype(dtype).type(np.float32(softcap))  # the kernel's f32 parameter
+        t = np.tanh(s / cap)
+        s, cap_grad = cap * t, 1 - t * t
     if mask is not None:
         mask = np.asarray(mask, dtype=np.float32)
         if mask.ndim > 4:
             raise ValueError(f"mask has {mask.ndim} dims, at most 4 allowed")
         s = s + np.broadcast_to(mask, (b, h, sq, sk)).astype(dtype)
-    valid = visible_mask(sq, sk, causal=causal, causal_offset=causal_offset, window=window)
+    valid = visible_mask(sq, sk, **visibility)
     valid = valid & (s > MASKED)  # also drops NaN scores
     # Row max over present keys only; empty rows get m = -inf, replaced by 0 so
     # that no inf - inf (NaN) or exp overflow ever happens.
@@ -87,7 +120,7 @@ def _probs(q, k, v, mask, causal, causal_offset, window, scale, dtype):
     present = den > 0
     den = np.where(present, den, 1)
     lse = np.where(present, m + np.log(den), EMPTY_LSE)[..., 0]
-    return e / den, lse.astype(dtype), scale
+    return e / den, lse.astype(dtype), scale, cap_grad
 
 
 def attention_ref(
@@ -99,6 +132,9 @@ def attention_ref(
     causal: bool = False,
     causal_offset: int = 0,
     window: int = 0,
+    window_left: int = -1,
+    window_right: int = -1,
+    softcap: float = 0.0,
     dropout_p: float = 0.0,
     seed: int = 0,
     scale: float | None = None,
@@ -108,10 +144,13 @@ def attention_ref(
 
     q: [B, Sq, H, D]; k, v: [B, Sk, Hkv, D] with H % Hkv == 0.
     mask: additive float mask, any shape (ndim <= 4) that broadcasts to [B, H, Sq, Sk].
+    causal, causal_offset, window, window_left, window_right: visible_mask's rules.
+    softcap: > 0 caps the scaled scores at +-softcap (rounded to float32 like the kernel's).
     scale: defaults to 1 / sqrt(D); rounded to float32 like the kernel's parameter.
     dropout_p, seed: the kernel's dropout (dropout.dropout_multiplier).
     """
-    p, lse, _ = _probs(q, k, v, mask, causal, causal_offset, window, scale, dtype)
+    vis = _visibility(causal, causal_offset, window, window_left, window_right)
+    p, lse, _, _ = _probs(q, k, v, mask, vis, softcap, scale, dtype)
     b, h, sq, sk = p.shape
     mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, dtype)
     o = (p * mult) @ _heads(v, h, dtype)
@@ -129,6 +168,9 @@ def attention_bwd_ref(
     causal: bool = False,
     causal_offset: int = 0,
     window: int = 0,
+    window_left: int = -1,
+    window_right: int = -1,
+    softcap: float = 0.0,
     dropout_p: float = 0.0,
     seed: int = 0,
     scale: float | None = None,
@@ -138,13 +180,14 @@ def attention_bwd_ref(
 
     The gradient of sum(O * d_out) w.r.t. q, k, v for a fixed dropout mask M:
       dV_j = sum_i P_ij M_ij dO_i;  Delta_i = dO_i . O_i;
-      dS_ij = P_ij (M_ij dO_i . V_j - Delta_i);
+      dS_ij = P_ij (M_ij dO_i . V_j - Delta_i)  (times 1 - tanh^2 with a softcap);
       dQ_i = scale sum_j dS_ij K_j;  dK_j = scale sum_i dS_ij Q_i,
     dK and dV summed over the query heads sharing a KV head. o: [B, Sq, H, D], the
     forward output that Delta uses (pass the kernel's O to mirror the kernel);
     None uses this reference's own O. Other arguments as in attention_ref.
     """
-    p, _, scale = _probs(q, k, v, mask, causal, causal_offset, window, scale, dtype)
+    vis = _visibility(causal, causal_offset, window, window_left, window_right)
+    p, _, scale, cap_grad = _probs(q, k, v, mask, vis, softcap, scale, dtype)
     b, h, sq, sk = p.shape
     hkv = np.shape(k)[2]
     mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, dtype)
@@ -154,6 +197,8 @@ def attention_bwd_ref(
     delta = np.sum(doh * oh, axis=-1, keepdims=True)  # [B, H, Sq, 1]
     dv = (p * mult).swapaxes(-1, -2) @ doh
     ds = p * (mult * (doh @ vh.swapaxes(-1, -2)) - delta)  # 0 wherever P is 0
+    if cap_grad is not None:
+        ds = ds * cap_grad  # through the softcap, to the uncapped score
     dq = scale * (ds @ kh)
     dk = scale * (ds.swapaxes(-1, -2) @ qh)
     return dq.transpose(0, 2, 1, 3), _fold_heads(dk, hkv), _fold_heads(dv, hkv)

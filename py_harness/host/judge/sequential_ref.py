@@ -112,6 +112,9 @@ def attention_seq32(
     causal: bool = False,
     causal_offset: int = 0,
     window: int = 0,
+    window_left: int = -1,
+    window_right: int = -1,
+    softcap: float = 0.0,
     dropout_p: float = 0.0,
     seed: int = 0,
     scale: float | None = None,
@@ -129,9 +132,22 @@ def attention_seq32(
 
     # Scores, Q scaled first (as the forward and dQ kernels do); masked -> -inf.
     s = seq_matmul(qh * scale32, kh.swapaxes(-1, -2))  # [B, H, Sq, Sk]
+    cap_grad = F32(1)
+    if softcap:
+        cap = F32(softcap)
+        t = np.tanh(s / cap)
+        s, cap_grad = cap * t, F32(1) - t * t
     if mask is not None:
         s = s + np.broadcast_to(np.asarray(mask, F32), s.shape)
-    valid = visible_mask(sq, sk, causal=causal, causal_offset=causal_offset, window=window)
+    valid = visible_mask(
+        sq,
+        sk,
+        causal=causal,
+        causal_offset=causal_offset,
+        window=window,
+        window_left=window_left,
+        window_right=window_right,
+    )
     valid = valid & (s > F32(MASKED))
     present = valid.any(-1, keepdims=True)  # [B, H, Sq, 1]
     m = np.where(present, np.max(s, -1, where=valid, initial=-np.inf, keepdims=True), F32(0))
@@ -151,7 +167,7 @@ def attention_seq32(
     # in the same order, they would cancel exactly and the baseline would claim a
     # precision no kernel has: Delta is summed last to first.
     delta = seq_rowsum(doh * o, reverse=True)
-    ds = p * (mult * dp - delta) * scale32
+    ds = p * (mult * dp - delta) * cap_grad * scale32
     dv = seq_matmul(_over_group(p * mult, hkv).swapaxes(-1, -2), _over_group(doh, hkv))
     dk = seq_matmul(_over_group(ds, hkv).swapaxes(-1, -2), _over_group(qh, hkv))
     dq = seq_matmul(ds, kh)

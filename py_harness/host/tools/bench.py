@@ -146,9 +146,7 @@ def _run(session: Session, args: argparse.Namespace) -> int:
     for d in dims:
         for causal in causals:
             for s in seqs:
-                cfg = AttentionConfig(
-                    args.batch, heads, s, s, d, num_kv_heads=args.kv_heads, causal=causal
-                )
+                cfg = _config(args, heads, s, d, causal)
                 try:
                     validate(cfg)
                     validate_sizes(cfg, limits)
@@ -217,21 +215,31 @@ def _measure(session, cfg, variants, torch, tdev, args, skipped) -> tuple[list[R
     return rows, torch_row
 
 
+def _config(
+    args: argparse.Namespace, heads: int, seq: int, d: int, causal: bool
+) -> AttentionConfig:
+    """One benchmarked size (Sq = Sk = seq) with the command line's feature options."""
+    return AttentionConfig(
+        args.batch,
+        heads,
+        seq,
+        seq,
+        d,
+        num_kv_heads=args.kv_heads,
+        causal=causal,
+        window_left=args.window_left,
+        window_right=args.window_right,
+        softcap=args.softcap,
+    )
+
+
 def _discarded_first(session, variants, seqs, dims, causals, heads, args) -> None:
     """Time the first size once and drop it: on the H200 the first size timed in a fresh
     process sometimes ran 5x slow through every run and 300 ms of warm-up (not a clock
     ramp); the sizes after it never did."""
     if not variants:
         return
-    cfg = AttentionConfig(
-        args.batch,
-        heads,
-        min(seqs),
-        min(seqs),
-        min(dims),
-        num_kv_heads=args.kv_heads,
-        causal=causals[0],
-    )
+    cfg = _config(args, heads, min(seqs), min(dims), causals[0])
     try:
         bench_variant(session, variants[0], cfg, make_inputs(cfg), args)
     except Exception as exc:  # the table's own run reports it
@@ -243,9 +251,7 @@ def _verify(session, variants, seq, dims, causals, heads, args) -> list[dict]:
     for v in variants:
         for d in dims:
             for causal in causals:
-                cfg = AttentionConfig(
-                    args.batch, heads, seq, seq, d, num_kv_heads=args.kv_heads, causal=causal
-                )
+                cfg = _config(args, heads, seq, d, causal)
                 res = verify_variant(session, v, cfg, make_inputs(cfg, seed=1), args.shaders)
                 out.append(res)
                 verdict = "PASS" if res["passed"] else "FAIL"
@@ -335,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         default=300.0,
         help="keep warming up (per variant, size and direction) until this much wall time",
     )
+    # FlashAttention-2's axes (docs/features.md); torch's SDPA has no such options, so its
+    # column stays the plain attention of the same size
+    ap.add_argument("--softcap", type=float, default=0.0, help="softcap of the kernels (0: off)")
+    ap.add_argument("--window-left", type=int, default=-1, help="window_left (-1: unbounded)")
+    ap.add_argument("--window-right", type=int, default=-1, help="window_right (-1: unbounded)")
     ap.add_argument("--no-torch", action="store_true", help="skip torch even if installed")
     ap.add_argument(
         "--numpy-max-seq", type=int, default=1024, help="time NumPy only up to this seq"
