@@ -16,6 +16,11 @@ U32_MAX = 2**32 - 1
 # offset and a window edge (kernel_window) stays below 2**30, far from wrap-around.
 MAX_COORD = 2**28
 F32_BYTES = 4
+# ALiBi slopes reach the kernels zero-padded to this many floats (64 KiB, WebGPU's default
+# maxUniformBufferBindingSize), so a kernel may read them as a fixed-size uniform array:
+# a storage binding would be a ninth in the fast backward's key-tile pass, over the default
+# maxStorageBuffersPerShaderStage of 8.
+ALIBI_SLOTS = 16384
 
 
 class ConfigError(ValueError):
@@ -25,6 +30,9 @@ class ConfigError(ValueError):
         super().__init__(f"{argument}: {message}")
         self.argument = argument
         self.detail = message  # the message without the argument (to re-raise it nested)
+
+
+_SHAPE_FIELDS = ("mask_shape", "alibi_shape")  # tuples in Python, lists in JSON
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,9 @@ class AttentionConfig:
     window_left: int = -1
     window_right: int = -1
     softcap: float = 0.0  # > 0: scores become softcap * tanh(score / softcap) before masking
+    # ALiBi slopes, FlashAttention-2's alibi_slopes: None (off), (num_heads,) or
+    # (batch, num_heads). Score (qi, kj) gains -slope * |kj - qa| (after the softcap).
+    alibi_shape: tuple[int, ...] | None = None
     mask_shape: tuple[int, ...] | None = None  # additive f32 mask broadcastable to [B,H,Sq,Sk]
     dropout_p: float = 0.0
     seed: int = 0
@@ -60,15 +71,17 @@ class AttentionConfig:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        if d["mask_shape"] is not None:
-            d["mask_shape"] = list(d["mask_shape"])
+        for name in _SHAPE_FIELDS:
+            if d[name] is not None:
+                d[name] = list(d[name])
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> AttentionConfig:
         d = dict(d)
-        if d.get("mask_shape") is not None:
-            d["mask_shape"] = tuple(d["mask_shape"])
+        for name in _SHAPE_FIELDS:
+            if d.get(name) is not None:
+                d[name] = tuple(d[name])
         known = set(cls.__dataclass_fields__)
         unknown = set(d) - known
         if unknown:
@@ -106,6 +119,25 @@ class AttentionConfig:
 
     def mask_elems(self) -> int:
         return math.prod(self.mask_shape) if self.mask_shape is not None else 0
+
+    def alibi_elems(self) -> int:
+        return math.prod(self.alibi_shape) if self.alibi_shape is not None else 0
+
+    def input_elems(self) -> dict[str, int]:
+        """Elements of each tensor the host sends (HOST_INPUTS; 0: absent)."""
+        shapes = self.shapes()
+        return {
+            "q": math.prod(shapes["q"]),
+            "k": math.prod(shapes["k"]),
+            "v": math.prod(shapes["v"]),
+            "d_out": math.prod(shapes["d_out"]),
+            "mask": self.mask_elems(),
+            "alibi_slopes": self.alibi_elems(),
+        }
+
+    def alibi_stride_b(self) -> int:
+        """Slopes between batch elements: 0 for one slope per head, num_heads per batch."""
+        return self.num_heads if self.alibi_shape is not None and len(self.alibi_shape) == 2 else 0
 
     def mask_strides(self) -> tuple[int, int, int, int]:
         """Element strides of the mask over (b, h, qi, kj); 0 where the mask broadcasts."""
@@ -172,6 +204,8 @@ def validate(cfg: AttentionConfig) -> None:
         raise ConfigError("scale", f"must be a finite float > 0 or None, got {cfg.scale!r}")
     if cfg.mask_shape is not None:
         _validate_mask_shape(cfg)
+    if cfg.alibi_shape is not None:
+        _validate_alibi_shape(cfg)
 
 
 def _validate_mask_shape(cfg: AttentionConfig) -> None:
@@ -188,6 +222,23 @@ def _validate_mask_shape(cfg: AttentionConfig) -> None:
                 f"shape {list(shape)} does not broadcast to [B, H, Sq, Sk] = {list(full)}: "
                 f"its {names[axis]} dimension is {got}, must be 1 or {want}",
             )
+
+
+def _validate_alibi_shape(cfg: AttentionConfig) -> None:
+    shape = cfg.alibi_shape
+    allowed = ((cfg.num_heads,), (cfg.batch, cfg.num_heads))
+    if not isinstance(shape, tuple) or shape not in allowed:
+        raise ConfigError(
+            "alibi_slopes",
+            f"shape must be (num_heads,) = {list(allowed[0])} or (batch, num_heads) = "
+            f"{list(allowed[1])}, got {list(shape) if isinstance(shape, tuple) else shape!r}",
+        )
+    if cfg.alibi_elems() > ALIBI_SLOTS:
+        raise ConfigError(
+            "alibi_slopes",
+            f"{cfg.alibi_elems()} slopes (batch x num_heads), over the {ALIBI_SLOTS} the "
+            "kernels read (one 64 KiB uniform buffer); give one slope per head instead",
+        )
 
 
 # Kernels see every visibility rule as one window on d = kj - (qi + causal_offset):
@@ -219,7 +270,7 @@ def whole_vec4s(floats: int) -> int:
 # (cfg.shapes()). A variant may bind a packed role instead of its parts: the runner builds
 # a packed input from its parts and splits a packed gradient back into its parts (packing.py
 # has the layouts). params is the uniform struct (params.py); stats the backward's scratch.
-HOST_INPUTS = ("q", "k", "v", "d_out", "mask")
+HOST_INPUTS = ("q", "k", "v", "d_out", "mask", "alibi_slopes")
 OUTPUTS = ("o", "lse", "dq", "dk", "dv")
 PACKED: dict[str, tuple[str, ...]] = {
     "kv": ("k", "v"),  # [B, Sk, Hkv, 2, D]
@@ -258,9 +309,11 @@ def buffer_sizes(
     when there is none), a packed role the sum of its parts, stats the scratch with `slots`
     partial dQ sums. The one place buffer sizes are computed: the checks below, the runner's
     buffers (allocated as buffer_bytes) and its read-backs use it. params is skipped: a
-    uniform, sized by its struct (params.params_size)."""
+    uniform, sized by its struct (params.params_size). alibi_slopes is ALIBI_SLOTS floats
+    whatever the config (the slopes, zero-padded)."""
     floats = {name: math.prod(shape) for name, shape in cfg.shapes().items()}
     floats["mask"] = cfg.mask_elems()
+    floats["alibi_slopes"] = ALIBI_SLOTS
     floats["stats"] = scratch_elems(cfg, slots)
     for packed, parts in PACKED.items():
         floats[packed] = sum(floats[p] for p in parts)
@@ -304,7 +357,7 @@ def validate_sizes(
 
 def check_input_bytes(cfg: AttentionConfig, tensors: dict[str, bytes]) -> None:
     """Each tensor must be exactly the f32 byte length its shape asks for."""
-    for name, elems in buffer_sizes(cfg, HOST_INPUTS).items():
+    for name, elems in cfg.input_elems().items():
         data = tensors.get(name)
         if data is None:
             if elems and name != "d_out":
@@ -373,7 +426,7 @@ def reference_cost(cfg: AttentionConfig) -> ReferenceCost:
     from the measured costs above (an upper bound on the shapes measured, not an exact figure)."""
     bh = cfg.batch * cfg.num_heads
     scores = bh * cfg.seq_q * cfg.seq_k
-    floats = sum(buffer_sizes(cfg, (*HOST_INPUTS, *OUTPUTS)).values())
+    floats = sum(cfg.input_elems().values()) + sum(buffer_sizes(cfg, OUTPUTS).values())
     # sequential_ref: P @ V and dP's row sums step once per key, Q @ K^T once per head_dim,
     # over blocks of _SEQ_BLOCK floats of the output.
     steps = bh * (

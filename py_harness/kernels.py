@@ -127,7 +127,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     (one pass holding all three runs one workgroup per SM: fa2_fast_backward.wgsl)."""
     base = (FORWARD_FILE, f"fa2_fast_d{head_dim}.wgsl", "fa2_fast_common.wgsl")
     fwd, bwd = (*base, "fa2_fast_forward.wgsl"), (*base, "fa2_fast_backward.wgsl")
-    pm = {8: ("params", UNIFORM), 9: ("mask", RO)}
+    pm = {8: ("params", UNIFORM), 9: ("mask", RO), 12: ("alibi_slopes", UNIFORM)}
     qkv = {0: ("q", RO), 1: ("k", RO), 2: ("v", RO)}
     # Every key-tile pass binds all of these: the shared body refers to each.
     key_tiles = {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RW)}

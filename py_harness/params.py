@@ -40,9 +40,10 @@ PARAM_FIELDS: tuple[tuple[str, str], ...] = (
     ("key_left", "i"),
     ("key_right", "i"),
     ("softcap", "f"),
+    # ALiBi: the slope of (b, h) is alibi_slopes[b * alibi_stride_b + h]
+    ("has_alibi", "I"),
+    ("alibi_stride_b", "I"),
     ("_pad0", "I"),
-    ("_pad1", "I"),
-    ("_pad2", "I"),
 )
 DEFAULT_PARAMS: tuple[str, ...] = tuple(name for name, _ in PARAM_FIELDS)
 # The fields a layout may name (padding aside), with their WGSL types.
@@ -118,6 +119,8 @@ def param_values(cfg: AttentionConfig) -> dict[str, int | float]:
         "key_left": left,
         "key_right": right,
         "softcap": float(cfg.softcap),
+        "has_alibi": int(cfg.alibi_shape is not None),
+        "alibi_stride_b": cfg.alibi_stride_b(),
     }
 
 

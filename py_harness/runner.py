@@ -171,7 +171,11 @@ def create_buffers(
                 bufs[role] = dev.create_buffer(buffer_bytes(floats), ("STORAGE", "COPY_SRC"), role)
                 continue
             usage = ("STORAGE", "COPY_DST")
-            bufs[role] = dev.create_buffer(buffer_bytes(floats if data else 0), usage, role)
+            if role == "alibi_slopes":  # whole even when absent: a fixed-size uniform array
+                usage, data_floats = ("UNIFORM", "STORAGE", "COPY_DST"), floats
+            else:
+                data_floats = floats if data else 0
+            bufs[role] = dev.create_buffer(buffer_bytes(data_floats), usage, role)
             if data:
                 dev.write_buffer(bufs[role], data)
         if variant.binds("params"):

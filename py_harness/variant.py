@@ -35,8 +35,9 @@ KINDS = (RO, RW, UNIFORM)
 ROW_AXES = ("seq_q", "seq_k", "slots")
 HEAD_AXES = ("num_heads", "kv_heads")  # workgroups along z = batch * heads
 # What a configuration may use beyond plain attention; a variant lists what it supports.
-# bottom_right, window_lr and softcap are FlashAttention-2's axes beyond the seed's
-# (docs/features.md): a negative causal_offset, (window_left, window_right), a softcap.
+# bottom_right, window_lr, softcap and alibi are FlashAttention-2's axes beyond the seed's
+# (docs/features.md): a negative causal_offset, (window_left, window_right), a softcap,
+# ALiBi slopes.
 FEATURES = (
     "causal",
     "causal_offset",
@@ -47,11 +48,15 @@ FEATURES = (
     "bottom_right",
     "window_lr",
     "softcap",
+    "alibi",
 )
 # What the seed's kernels implement: the variants written before these axes, and a
 # variant that declares no `supports`.
 SEED_FEATURES = frozenset(("causal", "causal_offset", "window", "mask", "dropout", "gqa"))
 GRADIENT_ROLES = ("dq", "dk", "dv", "dkv", "dqkv")  # written by the backward: read-write
+# Roles a kernel may bind as a uniform: params must be one; the ALiBi slopes may be (their
+# buffer is config.ALIBI_SLOTS floats, a fixed-size uniform array) or read-only storage.
+UNIFORM_ROLES = ("params", "alibi_slopes")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a variant's name goes into ids and paths
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -77,6 +82,8 @@ def features_used(cfg: AttentionConfig) -> dict[str, str]:
         used["window_lr"] = f"window=({cfg.window_left}, {cfg.window_right})"
     if cfg.softcap:
         used["softcap"] = f"softcap={cfg.softcap}"
+    if cfg.alibi_shape is not None:
+        used["alibi"] = f"alibi_shape={list(cfg.alibi_shape)}"
     if cfg.mask_shape is not None:
         used["mask"] = f"mask_shape={list(cfg.mask_shape)}"
     if cfg.dropout_p:
@@ -84,6 +91,17 @@ def features_used(cfg: AttentionConfig) -> dict[str, str]:
     if cfg.kv_heads != cfg.num_heads:
         used["gqa"] = f"num_heads={cfg.num_heads}, num_kv_heads={cfg.kv_heads}"
     return used
+
+
+def binding_kind_error(role: str, kind: str) -> str | None:
+    """Why `role` cannot be bound as `kind` (a GPUBufferBindingType name); None: it can."""
+    if role == "params" and kind != UNIFORM:
+        return f"params cannot be bound as {kind}: it needs var<uniform>"
+    if kind == UNIFORM and role not in UNIFORM_ROLES:
+        return f"{role} cannot be bound as a uniform: it needs var<storage, ...>"
+    if role in GRADIENT_ROLES and kind != RW:
+        return f"{role} is written: it must be read-write"
+    return None
 
 
 @dataclass(frozen=True)
@@ -123,10 +141,9 @@ class Kernel:
                 raise ConfigError(
                     "bindings", f"{n}: unknown kind {kind!r}; known: {', '.join(KINDS)}"
                 )
-            if (kind == UNIFORM) != (role == "params"):
-                raise ConfigError("bindings", f"{n}: {role} cannot be bound as {kind}")
-            if role in GRADIENT_ROLES and kind != RW:
-                raise ConfigError("bindings", f"{n}: {role} is written: it must be read-write")
+            wrong = binding_kind_error(role, kind)
+            if wrong:
+                raise ConfigError("bindings", f"{n}: {wrong}")
             if role in seen:
                 raise ConfigError("bindings", f"{role} is bound twice ({seen[role]} and {n})")
             seen[role] = n
@@ -246,8 +263,9 @@ class Variant:
             raise ConfigError("backward", f"writes no {missing} (bind them, or dkv / dqkv)")
         if roles & {"qkv", "dqkv"} and "gqa" in self.supports:
             raise ConfigError("supports", "gqa: a qkv buffer holds as many K/V heads as Q heads")
-        if "mask" in self.supports and "mask" not in roles:
-            raise ConfigError("supports", "mask: no kernel binds the mask")
+        for feature, role in (("mask", "mask"), ("alibi", "alibi_slopes")):
+            if feature in self.supports and role not in roles:
+                raise ConfigError("supports", f"{feature}: no kernel binds {role}")
 
     @property
     def storage_roles(self) -> tuple[str, ...]:

@@ -6,7 +6,7 @@
 // run gives the same bits:
 // 1. fa2f_bwd_pre: scratch row stats [Delta, LSE], Delta = dO . O (O and LSE of the forward).
 // 2. fa2f_bwd_dk_dv: per 64 keys, per query head of the group and query tile:
-//    S^T = K (scale Q)^T (softcapped as the forward's), dP^T = V dO^T,
+//    S^T = K (scale Q)^T (softcapped and ALiBi-biased as the forward's), dP^T = V dO^T,
 //    dS = P (M dP - Delta) with P = exp(S - LSE) (times the softcap's derivative), then
 //    dV += (P M)^T dO, dK += dS^T (scale Q), and dQ += scale dS K into a partial sum.
 //    Workgroup (slot g, batch, kv head) of a (1, G, batch * kv_heads) dispatch takes key
@@ -84,8 +84,10 @@ fn ffb_stat(bh: u32, qi: u32) -> vec2<f32> {
     let v = ffb_scratch4[i >> 1u];
     return select(v.xy, v.zw, (i & 1u) == 1u);
 }
-// [P M, P (M dP - Delta)] of four (query, key) pairs, zero where masked; delta and lse
-// are the pairs' queries'. chk: the tile is not known to be fully visible and unmasked.
+// [P M, P (M dP - Delta) cap_grad] of four (query, key) pairs, zero where masked (scores
+// before ALiBi: it is added here, inside ff_masked4 where the tile needs checks); delta and
+// lse are the pairs' queries'. chk: the tile is not known to be fully visible and
+// unmasked. cap_grad: the softcap's derivative at the pairs' scores (1 without).
 struct FfbGrad {
     pm: vec4<f32>,
     ds: vec4<f32>,
@@ -100,13 +102,14 @@ fn ffb_grad4(
     bh: u32,
     qi: vec4<u32>,
     kj: vec4<u32>,
-    chk: bool
+    chk: bool,
+    cap_grad: vec4<f32>
 ) -> FfbGrad {
-    var x = s;
-    if (chk) { x = ff_masked4(s, b, h, qi, kj); }
+    var x: vec4<f32>;
+    if (chk) { x = ff_masked4(s, b, h, qi, kj); } else { x = ff_alibi4(s, b, h, qi, kj); }
     let pij = select(vec4<f32>(0.0), exp(x - lse), x > vec4<f32>(FF_MASKED));
     let mij = ff_keep4(bh, qi, kj);
-    return FfbGrad(pij * mij, pij * (mij * dp - delta));
+    return FfbGrad(pij * mij, pij * (mij * dp - delta) * cap_grad);
 }
 
 // ---- pass 2: dK, dV and partial dQ ----
@@ -267,19 +270,22 @@ fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
                 let delta = vec4<f32>(st[0].x, st[1].x, st[2].x, st[3].x);
                 let lse = vec4<f32>(st[0].y, st[1].y, st[2].y, st[3].y);
                 let chk = !ff_all_visible(q0, FF_BC, k0, FF_BR);
-                let r0 = ffb_grad4(s[0], dp[0], delta, lse, b, h, bh, qc, vec4<u32>(keys.x), chk);
-                let r1 = ffb_grad4(s[1], dp[1], delta, lse, b, h, bh, qc, vec4<u32>(keys.y), chk);
-                let r2 = ffb_grad4(s[2], dp[2], delta, lse, b, h, bh, qc, vec4<u32>(keys.z), chk);
-                let r3 = ffb_grad4(s[3], dp[3], delta, lse, b, h, bh, qc, vec4<u32>(keys.w), chk);
+                // dS of the uncapped scores: times the softcap's derivative (1 without),
+                // taken here so that S is dead before the GEMMs (kept live across the dV
+                // GEMM, its 16 registers made Tint's dK/dV pass at head_dim 64 40 % slower
+                // on the H200).
+                let g = ff_softcap_grad4x4(s);
+                let r0 = ffb_grad4(s[0], dp[0], delta, lse, b, h, bh, qc, vec4<u32>(keys.x), chk, g[0]);
+                let r1 = ffb_grad4(s[1], dp[1], delta, lse, b, h, bh, qc, vec4<u32>(keys.y), chk, g[1]);
+                let r2 = ffb_grad4(s[2], dp[2], delta, lse, b, h, bh, qc, vec4<u32>(keys.z), chk, g[2]);
+                let r3 = ffb_grad4(s[3], dp[3], delta, lse, b, h, bh, qc, vec4<u32>(keys.w), chk, g[3]);
                 if (parts.dv) {
                     ff_put_p(t, mat4x4<f32>(r0.pm, r1.pm, r2.pm, r3.pm));
                     workgroupBarrier();
                     dv = ff_pv_tile(lid, t, dv, dos, 3u);
                 }
                 if (parts.dk) {
-                    // dS of the uncapped scores: times the softcap's derivative (1 without).
-                    let g = ff_softcap_grad4x4(s);
-                    let ds = mat4x4<f32>(r0.ds * g[0], r1.ds * g[1], r2.ds * g[2], r3.ds * g[3]);
+                    let ds = mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds);
                     ff_put_p(t, ds);
                     workgroupBarrier();
                     dk = ff_pv_tile(lid, t, dk, qs, 3u);

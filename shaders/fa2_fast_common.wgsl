@@ -141,11 +141,36 @@ fn ff_softcap_grad4x4(t: mat4x4<f32>) -> mat4x4<f32> {
     let u = mat4x4<f32>(t[0] * r, t[1] * r, t[2] * r, t[3] * r);
     return mat4x4<f32>(1.0 - u[0] * u[0], 1.0 - u[1] * u[1], 1.0 - u[2] * u[2], 1.0 - u[3] * u[3]);
 }
-// Scores after visibility and the additive mask; FF_OUT where masked (a score <= FF_MASKED,
-// -inf included, is masked).
+// ALiBi slopes (role alibi_slopes): the slope of (b, h) is float b * alibi_stride_b + h,
+// zero-padded to config.ALIBI_SLOTS floats (64 KiB) so it can be a fixed-size uniform
+// array: a ninth storage binding would exceed the default limit of 8 per stage.
+@group(0) @binding(12) var<uniform> ff_alibi: array<vec4<f32>, 4096>;
+// FlashAttention-2's ALiBi bias, added after the softcap and before the mask:
+// -slope * |kj - (qi + query_shift)| (uniform branch: nothing to do without slopes).
+fn ff_alibi4(s: vec4<f32>, b: u32, h: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<f32> {
+    let p = fa2_params;
+    if (p.has_alibi == 0u) { return s; }
+    let n = b * p.alibi_stride_b + h;
+    let slope = ff_alibi[n >> 2u][n & 3u];
+    let d = vec4<i32>(kj) - (vec4<i32>(qi) + p.query_shift);
+    return s - slope * abs(vec4<f32>(d));
+}
+// ff_alibi4 on a 4x4 score block: query rows.x .. rows.w (one per matrix column) against
+// keys cols.
+fn ff_alibi4x4(s: mat4x4<f32>, b: u32, h: u32, rows: vec4<u32>, cols: vec4<u32>) -> mat4x4<f32> {
+    if (fa2_params.has_alibi == 0u) { return s; }
+    return mat4x4<f32>(
+        ff_alibi4(s[0], b, h, vec4<u32>(rows.x), cols),
+        ff_alibi4(s[1], b, h, vec4<u32>(rows.y), cols),
+        ff_alibi4(s[2], b, h, vec4<u32>(rows.z), cols),
+        ff_alibi4(s[3], b, h, vec4<u32>(rows.w), cols)
+    );
+}
+// Scores after the ALiBi bias, visibility and the additive mask; FF_OUT where masked (a
+// score <= FF_MASKED, -inf included, is masked).
 fn ff_masked4(s: vec4<f32>, b: u32, h: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<f32> {
     let p = fa2_params;
-    var x = s;
+    var x = ff_alibi4(s, b, h, qi, kj);
     if (p.has_mask != 0u) {
         let i = b * p.mask_stride_b + h * p.mask_stride_h + qi * p.mask_stride_q
             + kj * p.mask_stride_k;

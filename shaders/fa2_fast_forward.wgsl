@@ -61,7 +61,7 @@ fn fa2f_fwd(
     var l = vec4<f32>(0.0);
     var o = FfAcc();
     for (var k0 = range.x; k0 < range.y; k0 += FF_BC) {
-        // Softcapped (when on) before the mask, as FlashAttention-2 does.
+        // Softcapped (when on) before ALiBi and the mask, as FlashAttention-2 does.
         var s = ff_softcap4x4(ff_score_tile(lid, t, qs, ff_kv_rows(FF_K, b, kvh, k0, 1.0)));
         let kc = k0 + t.x + FF_COLS;
         if (!ff_all_visible(q0, FF_BR, k0, FF_BC)) {
@@ -71,6 +71,8 @@ fn fa2f_fwd(
                 ff_masked4(s[2], b, h, vec4<u32>(rows.z), kc),
                 ff_masked4(s[3], b, h, vec4<u32>(rows.w), kc)
             );
+        } else {
+            s = ff_alibi4x4(s, b, h, rows, kc);
         }
         let m_new = max(
             m,

@@ -117,6 +117,17 @@ def click_run(page: Any) -> None:
     assert page.evaluate("document.body.dataset.run") == "done", page.inner_text("#run-status")
 
 
+def click_run_judged(page: Any) -> dict[str, Any]:
+    """click_run, and the body the page posted to /api/judge for the run."""
+    # The request comes after the run, which may first compile the variant's pipelines (tens
+    # of seconds on SwiftShader while another worker's page runs the smoke suite).
+    with page.expect_request(
+        lambda r: r.url.endswith("/api/judge"), timeout=LOAD_TIMEOUT_MS
+    ) as judge:
+        click_run(page)
+    return judge.value.post_data_json
+
+
 def smoke_rows(page: Any) -> list[dict[str, Any]]:
     return page.eval_on_selector_all(
         "#smoke-table tbody tr",

@@ -20,6 +20,7 @@ from py_harness.gpu.device import NoAdapterError
 from py_harness.host.judge.cases import CASES, CONTROL
 from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.wire import run_on
+from py_harness.kernels import FAST, SEED
 from py_harness.runner import AttentionRunner
 from py_harness.service import HarnessService
 from tests.fakes import NoGPUWorkDevice, own_thread
@@ -52,6 +53,14 @@ def cfg(**kw: object) -> AttentionConfig:
         ({"mask_shape": (17, 16)}, "mask", "seq_k dimension is 16"),
         ({"mask_shape": (2, 1, 17, 17)}, "mask", "batch dimension is 2"),
         ({"mask_shape": (1, 1, 1, 1, 17)}, "mask", "1 to 4 dimensions"),
+        ({"alibi_shape": (3,)}, "alibi_slopes", "(num_heads,) = [4]"),
+        ({"alibi_shape": (2, 4)}, "alibi_slopes", "(batch, num_heads) = [1, 4]"),
+        ({"alibi_shape": [4]}, "alibi_slopes", "got [4]"),
+        (
+            {"batch": 16, "num_heads": 1025, "alibi_shape": (16, 1025)},
+            "alibi_slopes",
+            "16400 slopes (batch x num_heads), over the 16384",
+        ),
         ({"scale": float("nan")}, "scale", "finite"),
         ({"head_dim": 64.0}, "head_dim", "must be an int"),
         ({"batch": 300, "num_heads": 300}, "batch * num_heads", "65535"),
@@ -88,13 +97,33 @@ def test_buffers_over_the_device_limit_are_refused() -> None:
             {"q": b"\0" * 17408, "k": b"\0" * 17408, "v": b"\0" * 17408, "d_out": b"\0" * 17408},
             "mask: is missing",
         ),
+        (
+            cfg(alibi_shape=(4,)),
+            {"q": b"\0" * 17408, "k": b"\0" * 17408, "v": b"\0" * 17408, "d_out": b"\0" * 17408},
+            "alibi_slopes: is missing",
+        ),
+        (
+            cfg(alibi_shape=(4,)),
+            {
+                **{n: b"\0" * 17408 for n in ("q", "k", "v", "d_out")},
+                "alibi_slopes": b"\0" * 12,
+            },
+            r"alibi_slopes: has 12 bytes; shape wants 4 float32",
+        ),
+        (
+            cfg(alibi_shape=(4,)),
+            {
+                **{n: b"\0" * 17408 for n in ("q", "k", "v", "d_out")},
+                "alibi_slopes": np.float32([0.1, np.nan, 0.2, 0.3]).tobytes(),
+            },
+            r"alibi_slopes: holds nan at flat index 1",
+        ),
     ],
 )
 def test_runner_refuses_before_any_gpu_work(config, tensors, match) -> None:
     device = NoGPUWorkDevice()
-    runner = AttentionRunner(
-        device, {"flash_attention_v2.wgsl": "", "flash_attention_v2_backward.wgsl": ""}
-    )
+    variant = FAST if config.alibi_shape else SEED  # the seed refuses ALiBi first
+    runner = AttentionRunner(device, {f: "" for f in variant.files}, variant)
     with pytest.raises(ConfigError, match=match):
         own_thread(asyncio.run, runner.run(config, tensors))
 

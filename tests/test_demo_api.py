@@ -9,13 +9,14 @@ import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from py_harness.config import AttentionConfig
-from py_harness.host.judge.cases import CASES, SMOKE, by_id
+from py_harness.host.judge.cases import CASES, SMOKE, Case, by_id
 from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.judge.verdict import OUTPUTS, judge_outputs, references
 from py_harness.host.serving import api, serve, server
@@ -67,18 +68,23 @@ def unb64(s: str, shape: tuple[int, ...]) -> np.ndarray:
 CFG = AttentionConfig(
     batch=2, num_heads=4, num_kv_heads=2, seq_q=9, seq_k=13, head_dim=5, causal=True
 )
+# The same with ALiBi, one slope per batch element and head.
+ALIBI_CFG = replace(CFG, alibi_shape=(2, 4))
 
 
-def small_inputs() -> dict[str, np.ndarray]:
+def small_inputs(cfg: AttentionConfig = CFG) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(3)
     q = rng.standard_normal((2, 9, 4, 5), dtype=np.float32)
     kv = (2, 13, 2, 5)
-    return {
+    x = {
         "q": q,
         "k": rng.standard_normal(kv, dtype=np.float32),
         "v": rng.standard_normal(kv, dtype=np.float32),
         "d_out": rng.standard_normal(q.shape, dtype=np.float32),
     }
+    if cfg.alibi_shape:
+        x["alibi_slopes"] = rng.random(cfg.alibi_shape, dtype=np.float32) * np.float32(0.3)
+    return x
 
 
 def test_info_and_cases(base_url: str) -> None:
@@ -107,31 +113,39 @@ def test_cases_say_what_a_declared_limitation_covers(base_url: str) -> None:
         assert status == 400 and err["error"], bad
 
 
-def test_inputs_are_make_inputs(base_url: str) -> None:
-    case = next(c for c in SMOKE if c.mask == "keypad")
+@pytest.mark.parametrize(
+    "case",
+    [next(c for c in SMOKE if c.mask == "keypad"), next(c for c in SMOKE if c.alibi != "none")],
+    ids=lambda c: c.id,
+)
+def test_inputs_are_make_inputs(base_url: str, case: Case) -> None:
+    """Every tensor of make_inputs (a mask, ALiBi slopes), as the server sends it."""
     status, got = request(base_url, "GET", f"/api/inputs?case={case.id}")
     assert status == 200
-    for name, arr in make_inputs(case).items():
+    x = make_inputs(case)
+    assert set(got["tensors"]) == set(x)
+    for name, arr in x.items():
         assert np.array_equal(unb64(got["tensors"][name], arr.shape), arr)
 
 
-def test_judge_agrees_with_judge_outputs(base_url: str) -> None:
-    x = small_inputs()
-    ref32 = references(CFG, x, np.float32)
+@pytest.mark.parametrize("cfg", [CFG, ALIBI_CFG], ids=["plain", "alibi"])
+def test_judge_agrees_with_judge_outputs(base_url: str, cfg: AttentionConfig) -> None:
+    x = small_inputs(cfg)
+    ref32 = references(cfg, x, np.float32)
     outputs = {n: ref32[n].astype(np.float32) for n in OUTPUTS}
     outputs["dq"] = outputs["dq"] + np.float32(1e-3)  # a kernel bug: dQ off
     status, got = post(
         base_url,
         "/api/judge",
         {
-            "config": CFG.to_dict(),
+            "config": cfg.to_dict(),
             "inputs": {n: b64(a) for n, a in x.items()},
             "outputs": {n: b64(a) for n, a in outputs.items()},
         },
     )
     assert status == 200, got
     assert got["passed"] is False
-    wants, ref64 = judge_outputs(CFG, x, outputs)
+    wants, ref64 = judge_outputs(cfg, x, outputs)
     assert [r["name"] for r in got["reports"]] == list(OUTPUTS)
     for report, want in zip(got["reports"], wants, strict=True):
         n = report["name"]

@@ -7,8 +7,10 @@ module; screenshots go to test-results/.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -16,13 +18,14 @@ import numpy as np
 import pytest
 
 from py_harness.config import AttentionConfig
-from py_harness.host.judge.reference import visible_mask
+from py_harness.host.judge.reference import alibi_bias, visible_mask
 from py_harness.host.judge.verdict import OUTPUTS
 from py_harness.host.wire import run_on
 from tests.demo_page import (
     LOAD_TIMEOUT_MS,
     DemoSession,
     click_run,
+    click_run_judged,
     shot,
     shown_errors,
     smoke_rows,
@@ -53,12 +56,14 @@ TINY = {
 }
 
 
-def _fill(page: Any, fields: dict[str, Any], variant: str) -> None:
-    """Fill the form (not causal, no mask) and wait until it is valid."""
+def _fill(page: Any, fields: dict[str, Any], variant: str, alibi: str = "none") -> None:
+    """Fill the form (not causal, no mask, ALiBi as `alibi` says) and wait until it is
+    valid."""
     for name, value in fields.items():
         page.fill(f"input[name={name}]", str(value))
     page.uncheck("input[name=causal]")
     page.select_option("select[name=mask]", "none")
+    page.select_option("select[name=alibi]", alibi)
     page.select_option("select[name=variant]", variant)
     wait_js(
         page,
@@ -222,39 +227,97 @@ def test_fast_runs_softcap_window_lr_bottom_right(demo: Any) -> None:
     shot(demo, "demo_fa2_axes.png", "#result-card")
     shot(demo, "demo_fa2_axes_weights.png", "#weights")
 
-    # The picture's weights, per head, against the reference's rule on the same inputs.
+    # The picture's weights against the reference's rule on the same inputs.
     x = _page_inputs(demo, "window.demo.lastRun.arrays.x")
-    shapes = cfg.shapes()
-    q, k = x["q"].reshape(shapes["q"]), x["k"].reshape(shapes["k"])
     vis = visible_mask(cfg.seq_q, cfg.seq_k, causal_offset=-4, window_left=3, window_right=2)
     assert not vis[:2].any() and vis[2:].any(axis=1).all()
-    scale = float(np.float32(1 / np.sqrt(cfg.head_dim)))
     cap = float(np.float32(cfg.softcap))
-    for h in range(cfg.num_heads):
-        got = demo.evaluate(
-            """async (h) => {
-                const d = await import('/web/demo-data.js');
-                const r = window.demo.lastRun;
-                const { p } = d.attentionWeights(r.config, r.arrays.x, 0, h);
-                return Array.from(p, (v) => (Number.isNaN(v) ? null : v));
-            }""",
-            h,
-        )
-        got = np.array([np.nan if v is None else v for v in got]).reshape(vis.shape)
-        kh = h // (cfg.num_heads // cfg.kv_heads)
-        s = (q[0, :, h].astype(np.float64) @ k[0, :, kh].astype(np.float64).T) * scale
-        s = np.where(vis, cap * np.tanh(s / cap), -np.inf)
-        with np.errstate(invalid="ignore"):
-            e = np.exp(s - s.max(axis=1, keepdims=True))
-            want = e / e.sum(axis=1, keepdims=True)
-        want[~vis] = np.nan
-        assert np.array_equal(np.isnan(got), ~vis), h
-        np.testing.assert_allclose(got[vis], want[vis], rtol=1e-9, atol=1e-12)
+    _assert_page_weights(demo, cfg, x, vis, lambda s, b, h: cap * np.tanh(s / cap))
 
     demo.click("#result-command")
     query = parse_qs(urlsplit(demo.inner_text("#result-command-text").splitlines()[-1]).query)
     want_query = {k: [str(v)] for k, v in FA2_AXES.items()}
     assert {k: query[k] for k in want_query} == want_query
+    assert query["variant"] == ["fast"] and query["run"] == ["1"]
+
+
+def _assert_page_weights(
+    page: Any,
+    cfg: AttentionConfig,
+    x: dict[str, np.ndarray],
+    vis: np.ndarray,
+    bend: Callable[[np.ndarray, int, int], np.ndarray],
+) -> None:
+    """The picture's weights of the last run (demo-data.js's attentionWeights), for every
+    batch element and head: the softmax, over the keys `vis` shows, of the scaled scores
+    after `bend(scores, b, h)` (float64; what softcap and ALiBi do to them)."""
+    shapes = cfg.shapes()
+    q, k = x["q"].reshape(shapes["q"]), x["k"].reshape(shapes["k"])
+    scale = float(np.float32(1 / np.sqrt(cfg.head_dim)))
+    for b in range(cfg.batch):
+        for h in range(cfg.num_heads):
+            got = page.evaluate(
+                """async ([b, h]) => {
+                    const d = await import('/web/demo-data.js');
+                    const r = window.demo.lastRun;
+                    const { p } = d.attentionWeights(r.config, r.arrays.x, b, h);
+                    return Array.from(p, (v) => (Number.isNaN(v) ? null : v));
+                }""",
+                [b, h],
+            )
+            got = np.array([np.nan if v is None else v for v in got]).reshape(vis.shape)
+            kh = h // (cfg.num_heads // cfg.kv_heads)
+            s = (q[b, :, h].astype(np.float64) @ k[b, :, kh].astype(np.float64).T) * scale
+            s = np.where(vis, bend(s, b, h), -np.inf)
+            with np.errstate(invalid="ignore"):
+                e = np.exp(s - s.max(axis=1, keepdims=True))
+                want = e / e.sum(axis=1, keepdims=True)
+            want[~vis] = np.nan
+            assert np.array_equal(np.isnan(got), ~vis), (b, h)
+            np.testing.assert_allclose(got[vis], want[vis], rtol=1e-9, atol=1e-12)
+
+
+# ALiBi with one slope per batch element and head, the queries aligned bottom-right
+# (causal_offset = Sk - Sq = 16) without causal: only ALiBi's bias sees the offset. Keys far
+# enough from the diagonal (up to 44) for the picture to show the bias.
+ALIBI = TINY | {"batch": 2, "seq_q": 29, "seq_k": 45, "causal_offset": 16}
+
+
+def test_fast_runs_alibi_and_the_picture_is_biased(demo: Any) -> None:
+    """The fast variant runs an ALiBi case from the form and passes; the page drew the
+    slopes (uniform in [0, 0.3), float32) and sent them to the server as alibi_slopes; the
+    name, title and pictures say ALiBi; the page's attention weights are the reference's
+    (reference.alibi_bias on the page's slopes); the command line's link carries alibi."""
+    _fill(demo, ALIBI, "fast", alibi="batch")
+    sent = click_run_judged(demo)
+    run = demo.evaluate(
+        "(({config, variant, passed, status, name}) => "
+        "({config, variant, passed, status, name}))(window.demo.lastRun)"
+    )
+    cfg = AttentionConfig.from_dict(run["config"])
+    assert (cfg.alibi_shape, cfg.causal_offset, cfg.causal) == ((2, 2), 16, False)
+    assert run["variant"] == "fast" and run["passed"] and run["status"] == "pass", run
+    assert demo.inner_text("#verdict") == "PASS"
+    title = demo.inner_text("#result-title")
+    weights = demo.inner_text("#weights")
+    for part in ("bottom-right (offset 16)", "ALiBi per batch and head"):
+        assert part in run["name"] and part in title and part in weights, part
+    assert "ALiBi bias −" in weights and "(the slope of batch " in weights, weights
+    shot(demo, "demo_alibi.png", "#result-card")
+    shot(demo, "demo_alibi_weights.png", "#weights")
+
+    x = _page_inputs(demo, "window.demo.lastRun.arrays.x")
+    slopes = x["alibi_slopes"].reshape(cfg.alibi_shape)
+    assert ((slopes >= 0) & (slopes <= np.float32(0.3))).all() and len(set(slopes.flat)) == 4
+    slopes_sent = base64.b64decode(sent["inputs"]["alibi_slopes"])
+    assert np.array_equal(np.frombuffer(slopes_sent, "<f4").reshape(slopes.shape), slopes)
+    bias = alibi_bias(slopes, cfg.batch, cfg.seq_q, cfg.seq_k, cfg.causal_offset, np.float64)
+    vis = np.ones((cfg.seq_q, cfg.seq_k), bool)
+    _assert_page_weights(demo, cfg, x, vis, lambda s, b, h: s + bias[b, h])
+
+    demo.click("#result-command")
+    query = parse_qs(urlsplit(demo.inner_text("#result-command-text").splitlines()[-1]).query)
+    assert query["alibi"] == ["batch"] and query["causal_offset"] == ["16"]
     assert query["variant"] == ["fast"] and query["run"] == ["1"]
 
 

@@ -20,18 +20,20 @@ from urllib.request import urlopen
 import numpy as np
 import pytest
 
-from py_harness.config import AttentionConfig, ConfigError, validate
+from py_harness.config import ALIBI_SLOTS, AttentionConfig, ConfigError, validate
 from py_harness.host.judge.cases import SMOKE
 from py_harness.host.judge.dropout import dropout_multiplier
 from py_harness.host.judge.limitations import coverage
 from py_harness.host.judge.verdict import OUTPUTS, judge_outputs
 from py_harness.host.wire import run_on
 from py_harness.kernels import variant as builtin_variant
+from py_harness.variant import features_used
 from tests.demo_page import (
     LOAD_TIMEOUT_MS,
     RESULTS,
     DemoSession,
     click_run,
+    click_run_judged,
     shot,
     shown_errors,
     smoke_rows,
@@ -185,11 +187,65 @@ def test_form_refuses_window_with_window_left(demo: Any) -> None:
     wait_js(demo, "document.querySelector('#form-error').textContent === ''")
 
 
-def test_form_refuses_what_the_variant_does_not_support(demo: Any) -> None:
-    """softcap with the seed variant, which does not support it: the form shows the seed's
-    refusal (Variant.refusal, asked of the page's Python) and marks softcap and the variant;
-    a forced submit runs nothing. The fast variant takes the same form; a comparison with
-    the seed on one side is refused with the same words, before any run."""
+def test_form_refuses_more_alibi_slopes_than_the_kernels_read(demo: Any) -> None:
+    """One slope per batch element and head with B x H = 16512, over config.ALIBI_SLOTS: the
+    form shows validate's message under its argument, alibi_slopes (marking the ALiBi select,
+    batch and heads), before any run; one slope per head is fine."""
+    big = dict(batch=128, num_heads=129, num_kv_heads=1, seq_q=3, seq_k=3, head_dim=2)
+    assert big["batch"] * big["num_heads"] > ALIBI_SLOTS
+    before = {name: demo.input_value(f"input[name={name}]") for name in big}
+    variant_before = demo.input_value("select[name=variant]")
+    try:
+        demo.select_option("select[name=variant]", "fast")
+        demo.select_option("select[name=alibi]", "batch")
+        for name, value in big.items():
+            demo.fill(f"input[name={name}]", str(value))
+        cfg = AttentionConfig.from_dict(demo.evaluate("window.demo.readForm().config"))
+        assert cfg.alibi_shape == (128, 129)
+        with pytest.raises(ConfigError) as err:
+            validate(cfg)
+        assert err.value.argument == "alibi_slopes"
+        wait_js(demo, "document.querySelector('#form-error').textContent === arg", str(err.value))
+        for field in ("select[name=alibi]", "input[name=batch]", "input[name=num_heads]"):
+            assert demo.get_attribute(field, "aria-invalid") == "true", field
+        assert demo.is_disabled("#run") and demo.is_disabled("#compare")
+        shot(demo, "demo_alibi_too_many_slopes.png", "#case-card")
+        demo.select_option("select[name=alibi]", "head")
+        wait_js(
+            demo,
+            "document.querySelector('#form-error').textContent === '' && "
+            "!document.querySelector('#run').disabled",
+        )
+    finally:
+        for name, value in before.items():
+            demo.fill(f"input[name={name}]", value)
+        demo.select_option("select[name=alibi]", "none")
+        demo.select_option("select[name=variant]", variant_before)
+    wait_js(demo, "document.querySelector('#form-error').textContent === ''")
+
+
+def _set_field(page: Any, selector: str, value: str) -> None:
+    """Fill a form field, or pick a select's option."""
+    if selector.startswith("select"):
+        page.select_option(selector, value)
+    else:
+        page.fill(selector, value)
+
+
+# A feature the seed does not support: its form field, a value that uses it, and off.
+SEED_REFUSES = {
+    "softcap": ("input[name=softcap]", "2.5", "0"),
+    "alibi": ("select[name=alibi]", "head", "none"),
+}
+
+
+@pytest.mark.parametrize("feature", list(SEED_REFUSES))
+def test_form_refuses_what_the_variant_does_not_support(demo: Any, feature: str) -> None:
+    """softcap or ALiBi with the seed variant, which does not support them: the form shows
+    the seed's refusal (Variant.refusal, asked of the page's Python) and marks the field and
+    the variant; a forced submit runs nothing. The fast variant takes the same form; a
+    comparison with the seed on one side is refused with the same words, before any run."""
+    field, value, off = SEED_REFUSES[feature]
     judged: list[str] = []
     on_request = lambda r: "/api/judge" in r.url and judged.append(r.url)  # noqa: E731
     before = demo.evaluate("window.demo.history.length")
@@ -197,17 +253,17 @@ def test_form_refuses_what_the_variant_does_not_support(demo: Any) -> None:
     demo.on("request", on_request)
     try:
         demo.select_option("select[name=variant]", "seed")
-        demo.fill("input[name=softcap]", "2.5")
+        _set_field(demo, field, value)
         cfg = AttentionConfig.from_dict(demo.evaluate("window.demo.readForm().config"))
-        assert cfg.softcap == 2.5
+        assert feature in features_used(cfg)
         refusal = builtin_variant("seed").refusal(cfg)
-        assert refusal and "softcap" in refusal, refusal
+        assert refusal and feature in refusal, refusal
         want = f"variant: {refusal}"
         wait_js(demo, "document.querySelector('#form-error').textContent === arg", want)
-        for field in ("input[name=softcap]", "select[name=variant]"):
-            assert demo.get_attribute(field, "aria-invalid") == "true", field
+        for marked in (field, "select[name=variant]"):
+            assert demo.get_attribute(marked, "aria-invalid") == "true", marked
         assert demo.is_disabled("#run") and demo.is_disabled("#compare")
-        shot(demo, "demo_softcap_seed_refused.png", "#case-card")
+        shot(demo, f"demo_{feature}_seed_refused.png", "#case-card")
         # A submit anyway (Enter in a field) validates again and starts nothing.
         demo.evaluate("document.body.dataset.run = ''")
         demo.evaluate("document.querySelector('#form-error').textContent = 'pending'")
@@ -223,7 +279,7 @@ def test_form_refuses_what_the_variant_does_not_support(demo: Any) -> None:
             "document.querySelector('#form-error').textContent === '' && "
             "!document.querySelector('#run').disabled",
         )
-        assert demo.get_attribute("input[name=softcap]", "aria-invalid") is None
+        assert demo.get_attribute(field, "aria-invalid") is None
         demo.select_option("#compare-a", "seed")
         demo.select_option("#compare-b", "fast")
         demo.evaluate("document.querySelector('#run-status').textContent = ''")
@@ -233,7 +289,7 @@ def test_form_refuses_what_the_variant_does_not_support(demo: Any) -> None:
         assert demo.evaluate("document.body.dataset.run") == ""
     finally:
         demo.remove_listener("request", on_request)
-        demo.fill("input[name=softcap]", "0")
+        _set_field(demo, field, off)
         demo.select_option("select[name=variant]", variant_before)
     wait_js(demo, "document.querySelector('#form-error').textContent === ''")
     assert not judged and demo.evaluate("window.demo.history.length") == before
@@ -412,6 +468,40 @@ def test_smoke_shows_what_limitations_cover(demo: Any, harness_server: str) -> N
     assert "fail" not in (demo.get_attribute("#smoke-summary", "class") or "")
 
 
+def test_matrix_skips_alibi_on_the_seed_and_passes_it_on_fast(demo: Any) -> None:
+    """The matrix's ALiBi case (one slope per head): the seed does not support it, so the
+    view shows it skipped with the seed's reason, never failed; the fast variant runs it on
+    the server's inputs (slopes included) and passes. The case's details name the setting."""
+    case = next(c for c in SMOKE if c.alibi == "head")
+    refusal = builtin_variant("seed").refusal(case.config())
+    assert refusal == f"seed does not support alibi (alibi_shape=[{case.num_heads}])"
+    demo.evaluate(
+        "id => { history.pushState(null, '', '?variant=seed&case=' + id); "
+        "dispatchEvent(new PopStateEvent('popstate')); }",
+        case.id,
+    )
+    wait_js(demo, "document.querySelector('#case-detail').dataset.case === arg", case.id)
+    assert "ALiBi per head" in demo.inner_text("#case-detail [data-field=config]")
+    shown = {}
+    for variant in ("seed", "fast"):
+        demo.select_option("select[name=variant]", variant)
+        demo.evaluate("document.body.dataset.smoke = ''")
+        demo.click("#case-run")
+        wait_js(demo, "document.body.dataset.smoke === 'done'", timeout=LOAD_TIMEOUT_MS)
+        (row,) = smoke_rows(demo)
+        assert row["case"] == case.id, row
+        summary = demo.inner_text("#smoke-summary")
+        assert summary.startswith(summary_counts([row], variant) + " · "), summary
+        shown[variant] = row, demo.inner_text("#case-detail [data-field=status]")
+        shot(demo, f"demo_alibi_matrix_{variant}.png", "#smoke-card")
+    row, status = shown["seed"]
+    assert row["status"] == "skipped" and row["passed"] is None, row
+    assert row["verdict"] == VERDICT_TEXT["skipped"] and row["title"] == refusal, row
+    assert refusal in row["text"] and refusal in status, (row, status)
+    row, status = shown["fast"]
+    assert row["status"] == "pass" and row["passed"] == "true", (row, status)
+
+
 # d109-sq7-sk1-h3-win1 (cases.py): each row's one visible key is seen by no other row, what
 # the seed's declared flaw (seed-k-scaling) covers.
 FLAW_FORM = {
@@ -442,12 +532,7 @@ def _run_form(page: Any, fields: dict[str, Any], variant: str) -> tuple[dict, di
         "document.querySelector('#form-error').textContent === '' && "
         "!document.querySelector('#run').disabled",
     )
-    # The request comes after the run, which may first compile the variant's pipelines (tens
-    # of seconds on SwiftShader while another worker's page runs the smoke suite).
-    with page.expect_request(
-        lambda r: r.url.endswith("/api/judge"), timeout=LOAD_TIMEOUT_MS
-    ) as judge:
-        click_run(page)
+    sent = click_run_judged(page)
     run = page.evaluate(
         "(({config, variant, passed, status, covered, reports}) => "
         "({config, variant, passed, status, covered, reports}))(window.demo.lastRun)"
@@ -457,7 +542,7 @@ def _run_form(page: Any, fields: dict[str, Any], variant: str) -> tuple[dict, di
         k: v for k, v in fields.items() if k != "input_seed"
     }
     assert run["variant"] == variant and not cfg["causal"]
-    return run, judge.value.post_data_json
+    return run, sent
 
 
 def test_case_a_declared_flaw_covers(demo: Any) -> None:
@@ -529,7 +614,10 @@ def test_url_restores_the_form(demo: Any, harness_server: str) -> None:
     # thread) in a page that is closed right away.
     page.route("**/pyodide/**", lambda route: route.abort())
     try:
-        query = "batch=2&num_heads=6&num_kv_heads=3&causal=0&window=17&mask=keypad&input_seed=9"
+        query = (
+            "batch=2&num_heads=6&num_kv_heads=3&causal=0&window=17&mask=keypad&alibi=batch"
+            "&input_seed=9"
+        )
         # No need to wait for Pyodide: restoring the form is the first thing demo.js does.
         page.goto(f"{harness_server}/web/index.html?{query}", wait_until="commit")
         page.wait_for_selector("#stages li")
@@ -539,6 +627,7 @@ def test_url_restores_the_form(demo: Any, harness_server: str) -> None:
         )
         assert values | {"batch": "2", "num_heads": "6", "num_kv_heads": "3"} == values
         assert (values["causal"], values["window"], values["mask"]) == (False, "17", "keypad")
+        assert values["alibi"] == "batch"
         assert values["input_seed"] == "9" and values["seq_q"] == "113"
     finally:
         page.close()
@@ -555,17 +644,30 @@ def test_inputs_are_seeded_and_masks_mean_what_the_harness_means(demo: Any) -> N
             const a = d.makeInputs(cfg, 'keypad', 5), b = d.makeInputs(cfg, 'keypad', 5);
             const c = d.makeInputs(cfg, 'keypad', 6);
             const rows = d.makeInputs(cfg, 'rows', 5).mask;
+            // ALiBi slopes come last: the other tensors are those drawn without them.
+            const al = d.makeInputs({...cfg, alibi_shape: [3, 2]}, 'keypad', 5);
+            const perHead = d.makeInputs({...cfg, alibi_shape: [2]}, 'keypad', 5);
             const keep = [];
             for (let b = 0; b < 3; b++) for (let h = 0; h < 2; h++) {
                 const k = d.dropoutKeep(0.3, 77, 2, b, h);
                 for (let i = 0; i < 11; i++) for (let j = 0; j < 20; j++) keep.push(k(i, j));
             }
-            return {same: sum(a.q) === sum(b.q) && sum(a.mask) === sum(b.mask),
+            const alibiLast = ['q', 'k', 'v', 'd_out', 'mask'].every(
+                (n) => sum(al[n]) === sum(a[n]));
+            return {same: sum(a.q) === sum(b.q) && sum(a.mask) === sum(b.mask), alibiLast,
+                    slopes: Array.from(al.alibi_slopes), perHead: Array.from(perHead.alibi_slopes),
+                    noSlopes: !('alibi_slopes' in a),
                     differs: sum(a.q) !== sum(c.q), keypad: Array.from(a.mask, String),
                     rows: Array.from(rows, String), keep};
         }"""
     )
     assert got["same"] and got["differs"]
+    # FlashAttention-2's test draw of the slopes: uniform in [0, 0.3), float32, [B, H] or [H].
+    assert got["alibiLast"] and got["noSlopes"]
+    slopes = np.array(got["slopes"])
+    assert slopes.shape == (6,) and np.array_equal(slopes, slopes.astype(np.float32))
+    assert (slopes >= 0).all() and (slopes <= np.float32(0.3)).all() and len(set(slopes)) == 6
+    assert got["perHead"] == got["slopes"][:2]  # the same stream, two slopes instead of six
     # evaluate._make_mask's keypad: batch b sees its first sk - 7b - 3 keys.
     want = np.zeros((3, 1, 1, 20), np.float32)
     for b in range(3):

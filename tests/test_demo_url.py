@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
@@ -40,6 +40,7 @@ FIELDS = [
     "softcap",
     "causal",
     "mask",
+    "alibi",
     "variant",
 ]
 # Garbage that is no built-in name: markup, a NUL, an overflowing number, an empty value.
@@ -47,7 +48,7 @@ GARBAGE = ["<img src=x onerror=alert(1)>", "\x00bogus", "1e999", " ", "bogus"]
 
 # On load: each field gets a different bad value, run=1 asks for a run, case names no case,
 # and every built-in name comes as a parameter of its own.
-LOAD_VALUES = dict(zip(FIELDS, (BUILTINS * 3)[: len(FIELDS)], strict=True)) | {
+LOAD_VALUES = dict(zip(FIELDS, (BUILTINS * 4)[: len(FIELDS)], strict=True)) | {
     "mask": "bogus",
     "seq_k": "1e999",
     "window": GARBAGE[0],
@@ -115,6 +116,8 @@ def test_garbage_link_loads_refuses_and_runs_nothing(fuzzed: Any) -> None:
     assert not judged and not errors
     assert 'variant: unknown "constructor"; known: seed, fast' in got["error"], got["error"]
     assert 'mask: unknown preset "bogus"' in got["error"], got["error"]
+    want = f'alibi: unknown preset "{LOAD_VALUES["alibi"]}"; known: none, head, batch'
+    assert want in got["error"], got["error"]
     # Unknown parameters are listed, the unknown case is named, nothing else happened.
     for name in [*BUILTINS, "bogus"]:
         assert f'"{name}"' in got["note"], (name, got["note"])
@@ -149,11 +152,40 @@ def test_one_bad_parameter_among_good_ones(fuzzed: Any) -> None:
     assert got["error"].startswith('mask: unknown preset "__proto__"'), got["error"]
     got = _navigate(page, urlencode(good | {"causal": "toString"}))
     assert got["invalid"] == ["causal"] and "causal:" in got["error"]
+    got = _navigate(page, urlencode(good | {"alibi": "__proto__"}))
+    assert got["invalid"] == ["alibi"]
+    assert got["error"] == 'alibi: unknown preset "__proto__"; known: none, head, batch', got
     got = _navigate(page, urlencode(good | {"variant": "seed", "mask": "keypad"}))
     assert got["error"] == "" and got["invalid"] == [] and not got["runDisabled"], got
-    values = page.evaluate(
-        "Object.fromEntries(['batch', 'seq_k', 'mask', 'variant'].map("
+    assert _form_values(page) == {
+        "batch": "1",
+        "seq_k": "13",
+        "mask": "keypad",
+        "alibi": "none",
+        "variant": "seed",
+    }
+    assert not errors
+
+
+def test_alibi_round_trips(fuzzed: Any) -> None:
+    """alibi=batch in a link sets the select, the form is valid for the fast variant (the
+    seed refuses it in its own words) and the URL the page writes back carries it."""
+    page, errors, _ = fuzzed
+    good = {"batch": 2, "num_heads": 2, "num_kv_heads": 1, "seq_q": 9, "seq_k": 13}
+    got = _navigate(page, urlencode(good | {"variant": "fast", "alibi": "batch"}))
+    assert got["error"] == "" and got["invalid"] == [] and not got["runDisabled"], got
+    assert _form_values(page)["alibi"] == "batch"
+    assert page.evaluate("window.demo.readForm().config.alibi_shape") == [2, 2]
+    page.evaluate("window.demo.updateUrl()")
+    assert parse_qs(urlsplit(page.url).query)["alibi"] == ["batch"]
+    got = _navigate(page, urlencode(good | {"variant": "seed", "alibi": "head"}))
+    assert got["error"] == "variant: seed does not support alibi (alibi_shape=[2])", got
+    assert sorted(got["invalid"]) == ["alibi", "variant"], got
+    assert not errors
+
+
+def _form_values(page: Any) -> dict[str, str]:
+    return page.evaluate(
+        "Object.fromEntries(['batch', 'seq_k', 'mask', 'alibi', 'variant'].map("
         "n => [n, document.querySelector('#case-form').elements[n].value]))"
     )
-    assert values == {"batch": "1", "seq_k": "13", "mask": "keypad", "variant": "seed"}
-    assert not errors

@@ -51,6 +51,10 @@ CASES = {
     "bottom_right": (1, 6, 3, 2, 1, 3, dict(causal=True, causal_offset=-3)),
     "window_lr": (1, 5, 7, 2, 2, 4, dict(window_left=1, window_right=2, causal_offset=1)),
     "softcap": (2, 4, 5, 4, 2, 4, dict(softcap=0.8, scale=1.5)),
+    # ALiBi: one slope per head on both sides of the diagonal; per batch element and head,
+    # causal bottom-right ("alibi" is filled in by _case)
+    "alibi": (1, 4, 6, 2, 1, 3, dict(alibi="head", causal_offset=1)),
+    "alibi_batch": (2, 5, 3, 4, 2, 3, dict(alibi="batch", causal=True, causal_offset=-2)),
     "feature_axes": (
         2,
         6,
@@ -58,7 +62,15 @@ CASES = {
         4,
         2,
         3,
-        dict(mask=True, causal=True, causal_offset=-1, window_left=2, softcap=1.1, dropout_p=0.3),
+        dict(
+            mask=True,
+            causal=True,
+            causal_offset=-1,
+            window_left=2,
+            softcap=1.1,
+            alibi="batch",
+            dropout_p=0.3,
+        ),
     ),
 }
 
@@ -74,6 +86,9 @@ def _case(name, seed=0):
         kw["mask"] = _mask(b, sq, sk, rng)
     elif kw.get("mask") == "2d":
         kw["mask"] = _mask(1, sq, sk, rng)[0, 0]
+    if "alibi" in kw:  # slopes up to 1: a distance of a few keys moves a score by units
+        shape = (h,) if kw.pop("alibi") == "head" else (b, h)
+        kw["alibi_slopes"] = rng.uniform(0, 1, shape).astype(np.float32)
     return q, k, v, d_out, kw
 
 
@@ -90,12 +105,13 @@ def _loop_reference(
     window_left=-1,
     window_right=-1,
     softcap=0.0,
+    alibi_slopes=None,
     dropout_p=0.0,
     seed=0,
     scale=None,
 ):
     """Row-by-row attention and its gradient through the explicit softmax Jacobian (and
-    the softcap's derivative, 1 - tanh^2, per key)."""
+    the softcap's derivative, 1 - tanh^2, per key); ALiBi as -slope * |j - qa| per key."""
     b_, sq, h_, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
     scale = float(np.float32(1 / math.sqrt(d) if scale is None else scale))
@@ -121,7 +137,11 @@ def _loop_reference(
                 cap = float(np.float32(softcap))
                 bend = np.ones_like(x) if not softcap else 1 - np.tanh(x / cap) ** 2
                 capped = x if not softcap else cap * np.tanh(x / cap)
-                s = capped + np.array([mask[b, h, i, j] for j in keys])
+                slope = 0.0
+                if alibi_slopes is not None:
+                    slope = float(alibi_slopes[h] if alibi_slopes.ndim == 1 else alibi_slopes[b, h])
+                bias = np.array([-slope * abs(j - qa) for j in keys])
+                s = capped + bias + np.array([mask[b, h, i, j] for j in keys])
                 bend = bend[s > -1e30]
                 keys = [j for j, sj in zip(keys, s, strict=True) if sj > -1e30]
                 s = s[s > -1e30]

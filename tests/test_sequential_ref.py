@@ -27,12 +27,25 @@ def _ref64(q, k, v, d_out, **kw):
     return dict(zip(NAMES, (o, lse, *attention_bwd_ref(q, k, v, None, d_out, **kw)), strict=True))
 
 
-def test_same_function_as_the_float64_reference():
+SLOPES = np.random.default_rng(2).uniform(0, 0.5, (2, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(causal=True, causal_offset=3, window=6, dropout_p=0.25, seed=11),
+        # FlashAttention-2's axes: bottom-right (rows 0-1 see no key), a (left, right)
+        # window, softcap and ALiBi per batch element
+        dict(causal_offset=-2, window_left=5, window_right=1, softcap=2.0, alibi_slopes=SLOPES),
+    ],
+    ids=["seed-axes", "fa2-axes"],
+)
+def test_same_function_as_the_float64_reference(kw):
     q, k, v, d_out = _inputs(2, 9, 13, 4, 2, 5)
     mask = np.random.default_rng(1).standard_normal((2, 1, 9, 13)).astype(np.float32)
     mask[1, 0, 3] = -np.inf  # an empty row
     mask[0, 0, 2, :7] = -1e30
-    kw = dict(mask=mask, causal=True, causal_offset=3, window=6, dropout_p=0.25, seed=11)
+    kw = dict(kw, mask=mask)
     ref, seq = _ref64(q, k, v, d_out, **kw), attention_seq32(q, k, v, d_out, **kw)
     for n in NAMES:
         assert seq[n].dtype == np.float32 and seq[n].shape == ref[n].shape, n

@@ -135,7 +135,12 @@ def test_the_packed_kv_example_loads() -> None:
         ('"_pad0"]', '"window"]', ["struct P (k.wgsl:1)", "field 3 is _pad0 in the WGSL, window"]),
         ('"scale", "_pad0"]', '"_pad0", "scale"]', ["field 2 is scale in the WGSL, _pad0"]),
         ('"_pad0"]', '"_pad0", "sead"]', ["unknown field 'sead'", "batch_size"]),
-        ('supports = ["causal"]', 'supports = ["causal", "alibi"]', ["unknown ['alibi']"]),
+        ('supports = ["causal"]', 'supports = ["causal", "rope"]', ["unknown ['rope']"]),
+        (
+            'supports = ["causal"]',
+            'supports = ["causal", "alibi"]',
+            ["no kernel binds alibi_slopes"],
+        ),
         ('rows = "seq_k"', 'rows = "keys"', ["rows: must be one of seq_q, seq_k, slots"]),
         ('name = "tiny"', 'name = "tiny"\nentrypoint = "x"', ["unknown key 'entrypoint'"]),
         ('files = ["k.wgsl"]', 'files = ["gone.wgsl"]', ["gone.wgsl: No such file"]),
@@ -164,7 +169,11 @@ def test_a_toml_that_disagrees_is_refused(
         ),
         ("read_write> dkv:", "read> dkv:", ["dkv at k.wgsl:13 is read-only", "writes dkv"]),
         # params must be the uniform, and nothing else may be
-        ("var<uniform> params: P", "var<storage, read> params: P", ["params needs var<uniform>"]),
+        (
+            "var<uniform> params: P",
+            "var<storage, read> params: P",
+            ["params cannot be bound as read-only-storage: it needs var<uniform>"],
+        ),
         # the struct's types are the harness's (scale is f32)
         ("scale: f32", "scale: u32", ["declares scale: u32", "packs it as f32"]),
         ("@compute @workgroup_size(64)\nfn fwd", "fn fwd", ["fn fwd is not a @compute"]),

@@ -98,8 +98,10 @@ def test_feature_axes_are_the_fast_variants_and_skipped_by_the_seed() -> None:
     that use FlashAttention-2's axes beyond it, naming the feature (pytest skips them)."""
     from py_harness.host.judge.cases import CASES
     from py_harness.kernels import FAST, SEED, features_used
+    from py_harness.variant import FEATURES, SEED_FEATURES
 
-    new_axes = {"bottom_right", "window_lr", "softcap"}
+    new_axes = set(FEATURES) - SEED_FEATURES
+    assert new_axes == {"bottom_right", "window_lr", "softcap", "alibi"}
     used_somewhere = set()
     for case in CASES:
         cfg = case.config()

@@ -45,10 +45,23 @@ export const MASK_PRESETS = {
   rows: { label: "rows fully masked", shape: (c) => [c.seq_q, c.seq_k] },
 };
 
+// ALiBi presets (FlashAttention-2's alibi_slopes), the matrix's alibi kinds (cases.py): each
+// gives the config's alibi_shape, null for none.
+export const ALIBI_PRESETS = {
+  none: { label: "off", shape: () => null },
+  head: { label: "per head", shape: (c) => [c.num_heads] },
+  batch: { label: "per B × H", shape: (c) => [c.batch, c.num_heads] },
+};
+// Slopes are uniform in [0, ALIBI_MAX_SLOPE): FlashAttention-2's test draw, as in
+// inputs.make_inputs.
+const ALIBI_MAX_SLOPE = 0.3;
+
 // The inputs of a case: q, k, v, d_out (and mask) as Float32Arrays, drawn in that order from
-// one normal stream seeded by `seed`.
+// one normal stream seeded by `seed`; then the ALiBi slopes (cfg.alibi_shape) from the same
+// uniform stream. Drawn last, so that turning ALiBi on leaves every other tensor as it was.
 export function makeInputs(cfg, preset, seed) {
-  const next = normals(mulberry32(seed));
+  const uniform = mulberry32(seed);
+  const next = normals(uniform);
   const fill = (n) => {
     const a = new Float32Array(n);
     for (let i = 0; i < n; i++) a[i] = next();
@@ -59,6 +72,10 @@ export function makeInputs(cfg, preset, seed) {
   const x = { q: fill(qn), k: fill(kvn), v: fill(kvn), d_out: fill(qn) };
   const mask = makeMask(cfg, preset, fill);
   if (mask) x.mask = mask;
+  if (cfg.alibi_shape) {
+    const n = cfg.alibi_shape.reduce((a, b) => a * b, 1);
+    x.alibi_slopes = Float32Array.from({ length: n }, () => ALIBI_MAX_SLOPE * uniform());
+  }
   return x;
 }
 
@@ -148,16 +165,25 @@ export function visibleWindow(cfg) {
   return { left, right };
 }
 
+// The ALiBi slope of batch b, head h (0 without ALiBi): slopes [H] are every batch element's,
+// [B, H] one row per batch element.
+export function alibiSlope(cfg, slopes, b, h) {
+  if (!cfg.alibi_shape || !slopes) return 0;
+  return slopes[(cfg.alibi_shape.length === 2 ? b * cfg.num_heads : 0) + h];
+}
+
 // Softmax weights P [Sq, Sk] of batch b, head h, in float64, as reference._probs defines
-// them: the score is softcap · tanh(scale · q.k / softcap) (with a softcap, its f32 value)
-// plus the mask; NaN where a key is absent (visibleWindow, or a score <= -1e30), and
-// `dropped` marks the weights that dropout zeroes (P itself is drawn before dropout).
+// them: the score is softcap · tanh(scale · q.k / softcap) (with a softcap, its f32 value),
+// minus slope · |kj - qa| (ALiBi, reference.alibi_bias), plus the mask; NaN where a key is
+// absent (visibleWindow, or a score <= -1e30), and `dropped` marks the weights that dropout
+// zeroes (P itself is drawn before dropout).
 export function attentionWeights(cfg, x, b, h) {
   const { batch: B, num_heads: H, seq_q: Sq, seq_k: Sk, head_dim: D } = cfg;
   const Hkv = cfg.num_kv_heads ?? H;
   const kh = Math.floor(h / (H / Hkv));
   const scale = Math.fround(cfg.scale ?? 1 / Math.sqrt(D));
   const cap = cfg.softcap ? Math.fround(cfg.softcap) : 0;
+  const slope = alibiSlope(cfg, x.alibi_slopes, b, h);
   const { left, right } = visibleWindow(cfg);
   const maskAt = maskIndexer(cfg, x.mask);
   const keep = dropoutKeep(cfg.dropout_p, cfg.seed, H, b, h);
@@ -177,6 +203,7 @@ export function attentionWeights(cfg, x, b, h) {
         for (let d = 0; d < D; d++) dot += x.q[qo + d] * x.k[ko + d];
         score = scale * dot;
         if (cap) score = cap * Math.tanh(score / cap);
+        score -= slope * Math.abs(kj - qa);
         score += maskAt(b, h, qi, kj);
         visible = score > -1e30;
       }

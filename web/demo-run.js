@@ -6,6 +6,7 @@
 import { call, num, postJudge } from "./demo-api.js";
 import {
   MASK_PRESETS,
+  alibiSlope,
   attentionWeights,
   flops,
   fromBase64,
@@ -367,6 +368,16 @@ export function setupPicks(c) {
   fill("#pick-h", c.num_heads, (i) => (g > 1 ? `${i} (kv ${Math.floor(i / g)})` : `${i}`));
 }
 
+// The ALiBi bias of the pictured head, in words: its slope (drawn by the page) and the rule,
+// the distance measured from the query's key position qa = query + causal_offset.
+function alibiLegend(c, x, b, h) {
+  const slope = alibiSlope(c, x.alibi_slopes, b, h).toPrecision(3);
+  const off = c.causal_offset;
+  const qa = off ? `(query ${off < 0 ? "−" : "+"} ${Math.abs(off)})` : "query";
+  const whose = c.alibi_shape.length === 2 ? `batch ${b}, head ${h}` : `head ${h}`;
+  return `ALiBi bias −${slope}·|key − ${qa}| (the slope of ${whose})`;
+}
+
 // The shown history entry's pictures: a run's values and errors, a comparison's |A - B|.
 export function renderPictures(state) {
   const run = shownEntry(state);
@@ -395,6 +406,7 @@ export function renderPictures(state) {
   legend.innerHTML =
     `<span><i style="background:${css(MASKED_RGB)}"></i>masked (causal, window, −∞ mask)</span>` +
     (c.softcap ? `<span>scores softcapped: ${c.softcap}·tanh(s / ${c.softcap})</span>` : "") +
+    (c.alibi_shape ? `<span>${alibiLegend(c, x, b, h)}</span>` : "") +
     (c.dropout_p
       ? `<span><i style="background:${css(DROPPED_RGB)}"></i>dropped by dropout</span>`
       : "");

@@ -25,7 +25,7 @@ export const INT_FIELDS = [
 ];
 export const FLOAT_FIELDS = ["dropout_p", "softcap"];
 export const CHECK_FIELDS = ["causal"];
-export const SELECT_FIELDS = ["mask", "variant"];
+export const SELECT_FIELDS = ["mask", "alibi", "variant"];
 export const FIELDS = [...INT_FIELDS, ...FLOAT_FIELDS, ...CHECK_FIELDS, ...SELECT_FIELDS];
 // Not form fields: run=1 runs on load; case=ID selects a matrix case (and with run=1 runs it).
 export const OTHER_PARAMS = ["run", "case"];

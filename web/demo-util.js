@@ -172,22 +172,24 @@ export const slug = (s) =>
 // ---- naming a run -------------------------------------------------------------------------------
 
 // Where the queries sit and what they see, in words: ["causal", "bottom-right (offset -4)",
-// "window (5, 40)", "softcap 2.5"]. The offset only where it matters (with causal or a
-// window; alone it changes nothing); "bottom-right" when it is Sk - Sq, FlashAttention-2's
-// alignment. A config from before window_left / window_right / softcap reads as without them.
+// "window (5, 40)", "softcap 2.5", "ALiBi per head"]. The offset only where it matters (with
+// causal, a window or ALiBi, whose bias is measured from it; alone it changes nothing);
+// "bottom-right" when it is Sk - Sq, FlashAttention-2's alignment. A config from before
+// window_left / window_right / softcap / alibi_shape reads as without them.
 export function axesParts(c) {
   const left = c.window_left ?? -1;
   const right = c.window_right ?? -1;
   const lr = left >= 0 || right >= 0;
   const parts = [];
   if (c.causal) parts.push("causal");
-  if (c.causal_offset && (c.causal || c.window || lr)) {
+  if (c.causal_offset && (c.causal || c.window || lr || c.alibi_shape)) {
     const br = c.causal_offset === c.seq_k - c.seq_q;
     parts.push(br ? `bottom-right (offset ${c.causal_offset})` : `offset ${c.causal_offset}`);
   }
   if (c.window) parts.push(`window ${c.window}`);
   if (lr) parts.push(`window (${left}, ${right})`);
   if (c.softcap) parts.push(`softcap ${c.softcap}`);
+  if (c.alibi_shape) parts.push(c.alibi_shape.length === 2 ? "ALiBi per batch and head" : "ALiBi per head");
   return parts;
 }
 

@@ -9,7 +9,7 @@
 
 import { call, getJSON, variantRefusal } from "./demo-api.js";
 import { runCompare } from "./demo-compare.js";
-import { MASK_PRESETS } from "./demo-data.js";
+import { ALIBI_PRESETS, MASK_PRESETS } from "./demo-data.js";
 import { wireHistory } from "./demo-history.js";
 import { initMatrix, runMatrix, selectCase, wireMatrix } from "./demo-matrix.js";
 import { renderPictures, runCase } from "./demo-run.js";
@@ -38,6 +38,8 @@ const ARG_FIELDS = new Map([
   ["k / v", ["batch", "seq_k", "num_kv_heads", "head_dim"]],
   ["stats", ["batch", "num_heads", "seq_q"]],
   ["case", ["batch", "num_heads", "seq_q", "seq_k", "head_dim"]],
+  // Too many slopes: one per batch element and head, over what the kernels read.
+  ["alibi_slopes", ["alibi", "batch", "num_heads"]],
 ]);
 // A variant's refusal (variant.features_used's feature) -> the form fields that set it.
 const FEATURE_FIELDS = new Map([
@@ -47,6 +49,7 @@ const FEATURE_FIELDS = new Map([
   ["window", ["window"]],
   ["window_lr", ["window_left", "window_right"]],
   ["softcap", ["softcap"]],
+  ["alibi", ["alibi"]],
   ["mask", ["mask"]],
   ["dropout", ["dropout_p"]],
   ["gqa", ["num_kv_heads"]],
@@ -104,6 +107,12 @@ function buildSelect(select, options, keep) {
     select.value = keep;
   }
 }
+
+// The selects whose options are presets (demo-data.js): a preset gives the config a shape.
+const PRESET_SELECTS = new Map([
+  ["mask", MASK_PRESETS],
+  ["alibi", ALIBI_PRESETS],
+]);
 
 // The fields as the HTML gives them: what a re-read URL starts from.
 const DEFAULTS = new Map(
@@ -167,11 +176,14 @@ function readForm() {
   config.causal = f.causal.checked;
   for (const n of FLOAT_FIELDS) config[n] = parseValue(f[n].value);
   const mask = f.mask.value;
-  config.mask_shape = Object.hasOwn(MASK_PRESETS, mask) ? MASK_PRESETS[mask].shape(config) : null;
+  const alibi = f.alibi.value;
+  config.mask_shape = presetShape(MASK_PRESETS, mask, config);
+  config.alibi_shape = presetShape(ALIBI_PRESETS, alibi, config);
   config.scale = null;
   return {
     config,
     mask,
+    alibi,
     inputSeed: parseValue(f.input_seed.value),
     variant: f.variant.value,
     repeats: parseValue(f.repeats.value),
@@ -179,26 +191,33 @@ function readForm() {
   };
 }
 
-// Bytes of the POST /api/judge body: 8 tensors (+ mask) as base64.
+// Elements of a tensor of `shape` (null: absent, 0).
+const elems = (shape) => (shape ?? []).reduce((a, b) => a * b, shape ? 1 : 0);
+
+// Bytes of the POST /api/judge body: 8 tensors (+ mask, + ALiBi slopes) as base64.
 function judgeBodyBytes(c) {
   const q = c.batch * c.seq_q * c.num_heads * c.head_dim;
   const kv = c.batch * c.seq_k * c.num_kv_heads * c.head_dim;
-  const mask = (c.mask_shape ?? []).reduce((a, b) => a * b, c.mask_shape ? 1 : 0);
-  return Math.ceil(((4 * q + 4 * kv + c.batch * c.num_heads * c.seq_q + mask) * 4 * 4) / 3) + 4096;
+  const extra = elems(c.mask_shape) + elems(c.alibi_shape);
+  return Math.ceil(((4 * q + 4 * kv + c.batch * c.num_heads * c.seq_q + extra) * 4 * 4) / 3) + 4096;
 }
 
 const known = (obj, key) => Boolean(obj) && Object.hasOwn(obj, key);
 const knownList = (obj) => Object.keys(obj).join(", ");
+// A preset's shape for the config; null for an unknown name (selectChecks refuses it).
+const presetShape = (presets, name, config) => (known(presets, name) ? presets[name].shape(config) : null);
 
 // The selects' values: a link may name a preset or variant that does not exist (the select
 // shows it). Checked whatever else is wrong, so every refused parameter of a link is marked.
 function selectChecks(f) {
   const errors = [];
-  if (!known(MASK_PRESETS, f.mask)) {
-    errors.push({
-      argument: "mask",
-      message: `mask: unknown preset ${JSON.stringify(f.mask)}; known: ${knownList(MASK_PRESETS)}`,
-    });
+  for (const [name, presets] of PRESET_SELECTS) {
+    if (!known(presets, f[name])) {
+      errors.push({
+        argument: name,
+        message: `${name}: unknown preset ${JSON.stringify(f[name])}; known: ${knownList(presets)}`,
+      });
+    }
   }
   if (state.variants && !known(state.variants, f.variant)) {
     errors.push({
@@ -347,11 +366,13 @@ function fillVariantSelects(variants, keep) {
 // ---- boot -------------------------------------------------------------------------------------
 
 async function boot() {
-  buildSelect(
-    form.elements.mask,
-    Object.entries(MASK_PRESETS).map(([k, p]) => [k, p.label]),
-  );
-  DEFAULTS.set("mask", "none");
+  for (const [name, presets] of PRESET_SELECTS) {
+    buildSelect(
+      form.elements[name],
+      Object.entries(presets).map(([k, p]) => [k, p.label]),
+    );
+    DEFAULTS.set(name, "none");
+  }
   const opened = applyUrl(location.search);
   updateUrl();
   wireForm();

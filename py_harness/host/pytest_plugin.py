@@ -264,7 +264,7 @@ def draws(pytestconfig: pytest.Config) -> int:
 
 @pytest.fixture
 def case_inputs(matrix_case: Case) -> dict[str, np.ndarray]:
-    """Draw 0's inputs of the case (q, k, v, d_out and the mask, float32 arrays)."""
+    """Draw 0's inputs of the case (q, k, v, d_out, the mask and ALiBi slopes, float32)."""
     return make_inputs(matrix_case)
 
 

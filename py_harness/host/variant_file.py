@@ -10,6 +10,7 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
                                             # (optional: the harness's own layout)
     supports = ["causal", "mask"]           # required: what configurations may use, of
                                             # causal causal_offset window mask dropout gqa
+                                            # bottom_right window_lr softcap alibi
     max_head_dim = 128                      # optional (default and most: 128)
     [required_limits]                       # optional: device limits the kernels need
     maxComputeWorkgroupStorageSize = 16384
@@ -25,10 +26,12 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
     [[backward]]                            # one table per pass, dispatched in order
     ...
 
-The roles (config.ROLES): inputs q k v d_out mask, packed inputs kv ([B, Sk, Hkv, 2, D])
-and qkv ([B, S, 3, H, D]), params (the uniform struct), outputs o lse dq dk dv, packed
-gradients dkv and dqkv (the layouts of kv and qkv; the runner splits them), and stats (the
-backward's scratch: [Delta, LSE] per query row, B x H x Sq vec2<f32>).
+The roles (config.ROLES): inputs q k v d_out mask alibi_slopes (the slopes zero-padded to
+config.ALIBI_SLOTS floats: it may be a var<uniform> array<vec4<f32>, 4096>), packed inputs
+kv ([B, Sk, Hkv, 2, D]) and qkv ([B, S, 3, H, D]), params (the uniform struct), outputs o
+lse dq dk dv, packed gradients dkv and dqkv (the layouts of kv and qkv; the runner splits
+them), and stats (the backward's scratch: [Delta, LSE] per query row, B x H x Sq
+vec2<f32>).
 
 A binding's kind (read-only storage, read-write storage, uniform) is taken from its WGSL
 declaration, never written twice. load() refuses, naming this file and the WGSL file:line:
@@ -36,10 +39,11 @@ a missing file or entry point, an entry point that is not @compute, a role bound
 binding its module does not declare in group 0, a resource the entry point uses that no
 role is bound to (or outside group 0), unknown roles, keys and features, an output (o and
 lse in the forward; dq dk dv dkv dqkv) on a read-only binding, params on anything but a
-uniform (or another role on one), a params struct whose fields differ from `params` (names,
-order or types), more storage buffers or invocations per workgroup than the declared (or
-WebGPU's default) limits. An input bound read-write is accepted: the buffers are fresh for
-each run and a kernel that wrote its inputs would fail the judge, not corrupt it.
+uniform (or a role other than alibi_slopes on one), a params struct whose fields differ
+from `params` (names, order or types), more storage buffers or invocations per workgroup
+than the declared (or WebGPU's default) limits. An input bound read-write is accepted: the
+buffers are fresh for each run and a kernel that wrote its inputs would fail the judge,
+not corrupt it.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from typing import Any
 from ..config import MAX_HEAD_DIM, ROLES, ConfigError
 from ..kernels import VARIANTS
 from ..params import DEFAULT_PARAMS, KNOWN_PARAMS, WGSL_TYPE, check_layout
-from ..variant import FEATURES, GRADIENT_ROLES, RO, UNIFORM, Kernel, Variant
+from ..variant import FEATURES, GRADIENT_ROLES, RO, UNIFORM, Kernel, Variant, binding_kind_error
 from .wgsl_decls import Module, Resource, scan
 
 TOP_KEYS = (
@@ -274,9 +278,10 @@ class _KernelCheck:
     def _access(self, role: str, n: int, kind: str, used: list[Resource], forward: bool) -> None:
         decl = self._decl(n, used)
         at = f"{decl.name} at {decl.where}"
-        if (role == "params") != (kind == UNIFORM):
-            want = "var<uniform>" if role == "params" else "var<storage, ...>"
-            self.fail(f"bindings.{role} = {n}: {at} is declared {kind}; {role} needs {want}")
+        if kind == UNIFORM or role == "params":
+            wrong = binding_kind_error(role, kind)
+            if wrong:
+                self.fail(f"bindings.{role} = {n}: {at} is declared {kind}; {wrong}")
         written = role in GRADIENT_ROLES or (forward and role in ("o", "lse"))
         if written and kind == RO:
             self.fail(

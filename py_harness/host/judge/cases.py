@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from ...config import AttentionConfig
 
 MASK_KINDS = ("none", "full", "batch", "keypad", "rows-inf", "rows-1e30")
+# ALiBi slopes: none, one per head ([H]), or one per batch element and head ([B, H])
+ALIBI_KINDS = ("none", "head", "batch")
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Case:
     window_left: int = -1
     window_right: int = -1
     softcap: float = 0.0
+    alibi: str = "none"
     mask: str = "none"
     dropout_p: float = 0.0
     seed: int = 1234
@@ -66,6 +69,8 @@ class Case:
             parts.append(f"wr{self.window_right}")
         if self.softcap:
             parts.append(f"cap{self.softcap:g}")
+        if self.alibi != "none":
+            parts.append("alibi" if self.alibi == "head" else "alibi-b")
         if self.mask != "none":
             parts.append(f"mask-{self.mask}")
         if self.dropout_p:
@@ -83,6 +88,11 @@ class Case:
             "rows-inf": (self.batch, self.num_heads, self.seq_q, self.seq_k),
             "rows-1e30": (self.seq_q, self.seq_k),
         }[self.mask]
+        alibi_shape = {
+            "none": None,
+            "head": (self.num_heads,),
+            "batch": (self.batch, self.num_heads),
+        }[self.alibi]
         return AttentionConfig(
             batch=self.batch,
             num_heads=self.num_heads,
@@ -96,6 +106,7 @@ class Case:
             window_left=self.window_left,
             window_right=self.window_right,
             softcap=self.softcap,
+            alibi_shape=alibi_shape,
             mask_shape=mask_shape,
             dropout_p=self.dropout_p,
             seed=self.seed,
@@ -204,6 +215,34 @@ CASES: tuple[Case, ...] = (
         softcap=3.0,
         mask="keypad",
         dropout_p=0.17,
+    ),
+    # ALiBi (FlashAttention-2's slopes times |kj - qi - offset|): one slope per head, no
+    # causal (both sides of the diagonal; the fast variant's wholly visible tiles); per batch
+    # element, causal bottom-right with Sq > Sk and GQA; with a (left, right) window, a
+    # softcap and keys past the queries
+    Case(64, 113, 203, alibi="head", smoke=True),
+    Case(
+        59,
+        203,
+        113,
+        batch=2,
+        num_heads=6,
+        num_kv_heads=2,
+        causal=True,
+        bottom_right=True,
+        alibi="batch",
+        smoke=True,
+    ),
+    Case(
+        32,
+        130,
+        300,
+        batch=2,
+        bottom_right=True,
+        window_left=20,
+        window_right=7,
+        softcap=5.0,
+        alibi="batch",
     ),
     # ... and at sizes for GPUs: S = 4096 with MQA, 32768 rows per key
     Case(64, 4096, 4096, num_heads=4, num_kv_heads=1, causal=True, long=True),

@@ -56,8 +56,9 @@ class CaseResult:
 
 
 def make_inputs(case: Case, draw: int = 0) -> dict[str, np.ndarray]:
-    """Deterministic f32 inputs for a case, mask included: draw 0 is seeded by the case's
-    id alone, draw n > 0 by (id, n), so each draw is reproducible on its own."""
+    """Deterministic f32 inputs for a case, mask and ALiBi slopes included: draw 0 is
+    seeded by the case's id alone, draw n > 0 by (id, n), so each draw is reproducible on
+    its own."""
     cfg = case.config()
     key = zlib.crc32(case.id.encode())
     rng = np.random.default_rng(key if draw == 0 else (key, draw))
@@ -69,6 +70,9 @@ def make_inputs(case: Case, draw: int = 0) -> dict[str, np.ndarray]:
         x["v"] *= np.float32(3)
     if cfg.mask_shape is not None:
         x["mask"] = _make_mask(case, cfg, rng)
+    if cfg.alibi_shape is not None:
+        # FlashAttention-2's test draw: uniform in [0, 0.3)
+        x["alibi_slopes"] = rng.random(cfg.alibi_shape, dtype=np.float32) * np.float32(0.3)
     return x
 
 

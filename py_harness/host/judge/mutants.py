@@ -150,14 +150,43 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "softcap-grad-missing",
         FAST_BWD,
-        "mat4x4<f32>(r0.ds * g[0], r1.ds * g[1], r2.ds * g[2], r3.ds * g[3])",
-        "mat4x4<f32>(r0.ds, r1.ds, r2.ds, r3.ds)",
+        "pij * (mij * dp - delta) * cap_grad)",
+        "pij * (mij * dp - delta))",
     ),
     _fast(
         "softcap-clamp",
         FAST_COMMON,
         "c * tanh(clamp(s[0] * r, vec4<f32>(-15.0), vec4<f32>(15.0)))",
         "c * tanh(clamp(s[0] * r, vec4<f32>(-1.5), vec4<f32>(1.5)))",
+    ),
+    # ALiBi: the bias's sign, its absolute value, the distance from the top-left diagonal
+    # (no query_shift), one slope for every batch element, and left out of the wholly
+    # visible tiles of the forward or the backward
+    _fast(
+        "alibi-sign",
+        FAST_COMMON,
+        "return s - slope * abs(vec4<f32>(d));",
+        "return s + slope * abs(vec4<f32>(d));",
+    ),
+    _fast(
+        "alibi-no-abs",
+        FAST_COMMON,
+        "return s - slope * abs(vec4<f32>(d));",
+        "return s - slope * vec4<f32>(d);",
+    ),
+    _fast(
+        "alibi-top-left",
+        FAST_COMMON,
+        "let d = vec4<i32>(kj) - (vec4<i32>(qi) + p.query_shift);\n    return s - slope",
+        "let d = vec4<i32>(kj) - vec4<i32>(qi);\n    return s - slope",
+    ),
+    _fast("alibi-batch-stride", FAST_COMMON, "b * p.alibi_stride_b + h;", "h;"),
+    _fast("fwd-alibi-full-tile", FAST_FWD, "s = ff_alibi4x4(s, b, h, rows, kc);", ""),
+    _fast(
+        "bwd-alibi-full-tile",
+        FAST_BWD,
+        "} else { x = ff_alibi4(s, b, h, qi, kj); }",
+        "} else { x = s; }",
     ),
     # the last, partial chunk of rows of the second GEMM skipped
     _fast(
@@ -295,6 +324,14 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         + ", ".join(_rounded(f"s[{i}]", 17, True) for i in range(4))
         + "); }",
     ),
+    # The ALiBi slope rounded to 17 bits: every bias off by the same relative error (up to
+    # 2^-18), so P errs in proportion to each key's distance from the row's mean distance.
+    _fast(
+        "alibi-slope-17bits",
+        FAST_COMMON,
+        "let slope = ff_alibi[n >> 2u][n & 3u];",
+        f"let slope = {_rounded('ff_alibi[n >> 2u][n & 3u]', 17)};",
+    ),
 )
 
 
@@ -345,8 +382,8 @@ SHORT_ROW_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "ds-17bits",
         FAST_BWD,
-        "pij * (mij * dp - delta));",
-        _rounded("pij * (mij * dp - delta)", 17, True) + ");",
+        "pij * (mij * dp - delta) * cap_grad);",
+        _rounded("pij * (mij * dp - delta) * cap_grad", 17, True) + ");",
     ),
 )
 
@@ -542,7 +579,14 @@ FIRST_CATCH: dict[str, str] = {
     "fast-bwd-no-softcap": "d64-sq128-sk217-h4-cap2.5",
     "fast-softcap-grad-missing": "d64-sq128-sk217-h4-cap2.5",
     "fast-softcap-clamp": "d64-sq128-sk217-h4-cap2.5",
-    "fast-softcap-17bits": "d64-sq128-sk217-h4-cap2.5",
+    "fast-softcap-17bits": "d32-sq17-sk128-h4-cap10-big",
+    "fast-alibi-sign": "d64-sq113-sk203-h4-alibi",
+    "fast-alibi-no-abs": "d64-sq113-sk203-h4-alibi",
+    "fast-alibi-top-left": "d59-sq203-sk113-b2-gqa6x2-causal-br-alibi-b",
+    "fast-alibi-batch-stride": "d59-sq203-sk113-b2-gqa6x2-causal-br-alibi-b",
+    "fast-fwd-alibi-full-tile": "d64-sq113-sk203-h4-alibi",
+    "fast-bwd-alibi-full-tile": "d64-sq113-sk203-h4-alibi",
+    "fast-alibi-slope-17bits": "d59-sq203-sk113-b2-gqa6x2-causal-br-alibi-b",
     "fwd-l-17bits": "d64-sq64-sk1031-h2",
     "fwd-lse-17bits": "d1-sq17-sk17-h4",
     "bwd-lse-17bits": "d64-sq17-sk128-h4-big",

@@ -3,9 +3,11 @@
 Conventions (shaders/flash_attention_v2.wgsl):
   q, o, d_out: [B, Sq, H, D];  k, v, dk, dv: [B, Sk, Hkv, D];  lse: [B, H, Sq].
   Query head h reads KV head h // (H // Hkv).
-  Score s = cap(scale * q . k) + mask[b, h, qi, kj], cap(x) = softcap * tanh(x / softcap)
-  when softcap > 0 (FlashAttention-2's order: softcap first); a score <= MASKED (-1e30,
-  -inf included) is absent (not a large negative number, unlike PyTorch).
+  Score s = cap(scale * q . k) + alibi[b, h, qi, kj] + mask[b, h, qi, kj], with
+  cap(x) = softcap * tanh(x / softcap) when softcap > 0 and the ALiBi bias
+  alibi = -slope[b, h] * |kj - qa| (alibi_bias; FlashAttention-2's order: softcap first);
+  a score <= MASKED (-1e30, -inf included) is absent (not a large negative number, unlike
+  PyTorch).
   Visibility (visible_mask): causal, a symmetric window, or FlashAttention-2's
   (window_left, window_right), all relative to qa = qi + causal_offset; a negative offset
   aligns the queries bottom-right when Sq > Sk (causal_offset = Sk - Sq).
@@ -64,6 +66,22 @@ def visible_mask(
     return vis
 
 
+def alibi_bias(
+    slopes: ArrayLike, batch: int, seq_q: int, seq_k: int, causal_offset: int, dtype: DTypeLike
+) -> Array:
+    """FlashAttention-2's ALiBi bias [B or 1, H, Sq, Sk] in dtype: -slope * |kj - qa|, with
+    qa = qi + causal_offset. slopes: [H] (every batch element alike) or [B, H], float32
+    (the kernel's values: they are used exactly). In float32 the product is rounded once,
+    as a kernel rounds it."""
+    slopes = np.asarray(slopes, dtype=np.float32)
+    if slopes.ndim not in (1, 2) or (slopes.ndim == 2 and slopes.shape[0] != batch):
+        raise ValueError(f"alibi slopes have shape {slopes.shape}: want [H] or [{batch}, H]")
+    per = slopes.reshape(-1 if slopes.ndim == 2 else 1, slopes.shape[-1], 1, 1).astype(dtype)
+    qa = np.arange(seq_q, dtype=np.int64)[:, None] + int(causal_offset)
+    dist = np.abs(np.arange(seq_k, dtype=np.int64)[None, :] - qa).astype(dtype)
+    return -(per * dist)
+
+
 def _visibility(causal, causal_offset, window, window_left, window_right) -> dict:
     return {
         "causal": causal,
@@ -86,7 +104,7 @@ def _fold_heads(x: Array, num_kv_heads: int) -> Array:
     return x.transpose(0, 2, 1, 3).reshape(b, s, num_kv_heads, h // num_kv_heads, d).sum(3)
 
 
-def _probs(q, k, v, mask, visibility, softcap, scale, dtype):
+def _probs(q, k, v, mask, alibi_slopes, visibility, softcap, scale, dtype):
     """Softmax weights P [B, H, Sq, Sk] (0 where masked), lse [B, H, Sq], the f32 scale and
     the softcap's derivative d cap(x) / dx [B, H, Sq, Sk] (None without a softcap).
     visibility: visible_mask's keyword arguments."""
@@ -104,6 +122,8 @@ def _probs(q, k, v, mask, visibility, softcap, scale, dtype):
         cap = np.dtype(dtype).type(np.float32(softcap))  # the kernel's f32 parameter
         t = np.tanh(s / cap)
         s, cap_grad = cap * t, 1 - t * t
+    if alibi_slopes is not None:
+        s = s + alibi_bias(alibi_slopes, b, sq, sk, visibility["causal_offset"], dtype)
     if mask is not None:
         mask = np.asarray(mask, dtype=np.float32)
         if mask.ndim > 4:
@@ -135,6 +155,7 @@ def attention_ref(
     window_left: int = -1,
     window_right: int = -1,
     softcap: float = 0.0,
+    alibi_slopes: ArrayLike | None = None,
     dropout_p: float = 0.0,
     seed: int = 0,
     scale: float | None = None,
@@ -146,11 +167,12 @@ def attention_ref(
     mask: additive float mask, any shape (ndim <= 4) that broadcasts to [B, H, Sq, Sk].
     causal, causal_offset, window, window_left, window_right: visible_mask's rules.
     softcap: > 0 caps the scaled scores at +-softcap (rounded to float32 like the kernel's).
+    alibi_slopes: [H] or [B, H] float32 slopes (alibi_bias), None for no ALiBi.
     scale: defaults to 1 / sqrt(D); rounded to float32 like the kernel's parameter.
     dropout_p, seed: the kernel's dropout (dropout.dropout_multiplier).
     """
     vis = _visibility(causal, causal_offset, window, window_left, window_right)
-    p, lse, _, _ = _probs(q, k, v, mask, vis, softcap, scale, dtype)
+    p, lse, _, _ = _probs(q, k, v, mask, alibi_slopes, vis, softcap, scale, dtype)
     b, h, sq, sk = p.shape
     mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, dtype)
     o = (p * mult) @ _heads(v, h, dtype)
@@ -171,6 +193,7 @@ def attention_bwd_ref(
     window_left: int = -1,
     window_right: int = -1,
     softcap: float = 0.0,
+    alibi_slopes: ArrayLike | None = None,
     dropout_p: float = 0.0,
     seed: int = 0,
     scale: float | None = None,
@@ -187,7 +210,7 @@ def attention_bwd_ref(
     None uses this reference's own O. Other arguments as in attention_ref.
     """
     vis = _visibility(causal, causal_offset, window, window_left, window_right)
-    p, _, scale, cap_grad = _probs(q, k, v, mask, vis, softcap, scale, dtype)
+    p, _, scale, cap_grad = _probs(q, k, v, mask, alibi_slopes, vis, softcap, scale, dtype)
     b, h, sq, sk = p.shape
     hkv = np.shape(k)[2]
     mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, dtype)

@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .dropout import dropout_multiplier
-from .reference import EMPTY_LSE, MASKED, visible_mask
+from .reference import EMPTY_LSE, MASKED, alibi_bias, visible_mask
 
 F32 = np.float32
 LOG2E = F32(np.log2(np.e))
@@ -115,6 +115,7 @@ def attention_seq32(
     window_left: int = -1,
     window_right: int = -1,
     softcap: float = 0.0,
+    alibi_slopes: ArrayLike | None = None,
     dropout_p: float = 0.0,
     seed: int = 0,
     scale: float | None = None,
@@ -137,6 +138,8 @@ def attention_seq32(
         cap = F32(softcap)
         t = np.tanh(s / cap)
         s, cap_grad = cap * t, F32(1) - t * t
+    if alibi_slopes is not None:
+        s = s + alibi_bias(alibi_slopes, b, sq, sk, causal_offset, F32)
     if mask is not None:
         s = s + np.broadcast_to(np.asarray(mask, F32), s.shape)
     valid = visible_mask(

@@ -29,6 +29,7 @@ def _kwargs(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> dict[str, Any]:
         "window_left": cfg.window_left,
         "window_right": cfg.window_right,
         "softcap": cfg.softcap,
+        "alibi_slopes": x.get("alibi_slopes"),
         "dropout_p": cfg.dropout_p,
         "seed": cfg.seed,
         "scale": cfg.softmax_scale,
@@ -39,7 +40,7 @@ def references(
     cfg: AttentionConfig, x: dict[str, np.ndarray], dtype: type
 ) -> dict[str, np.ndarray]:
     """The plain formula (reference.py) in dtype: {o, lse, dq, dk, dv}. x: q, k, v, d_out
-    (and mask) as float32 arrays in the kernels' layouts."""
+    (and mask, alibi_slopes) as float32 arrays in the kernels' layouts."""
     kw = _kwargs(cfg, x) | {"dtype": dtype}
     o, lse = reference.attention_ref(x["q"], x["k"], x["v"], **kw)
     dq, dk, dv = reference.attention_bwd_ref(x["q"], x["k"], x["v"], None, x["d_out"], **kw)

@@ -281,7 +281,7 @@ def _case(case_id: str) -> Case:
 
 
 def _shapes(cfg: AttentionConfig) -> dict[str, tuple[int, ...]]:
-    return cfg.shapes() | {"mask": cfg.mask_shape or (0,)}
+    return cfg.shapes() | {"mask": cfg.mask_shape or (0,), "alibi_slopes": cfg.alibi_shape or (0,)}
 
 
 def _abs_error(actual: np.ndarray, ref: np.ndarray) -> np.ndarray:

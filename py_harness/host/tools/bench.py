@@ -230,6 +230,7 @@ def _config(
         window_left=args.window_left,
         window_right=args.window_right,
         softcap=args.softcap,
+        alibi_shape={"none": None, "head": (heads,), "batch": (args.batch, heads)}[args.alibi],
     )
 
 
@@ -346,6 +347,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--softcap", type=float, default=0.0, help="softcap of the kernels (0: off)")
     ap.add_argument("--window-left", type=int, default=-1, help="window_left (-1: unbounded)")
     ap.add_argument("--window-right", type=int, default=-1, help="window_right (-1: unbounded)")
+    ap.add_argument(
+        "--alibi",
+        choices=("none", "head", "batch"),
+        default="none",
+        help="ALiBi slopes: one per head, or per batch element and head (default: none)",
+    )
     ap.add_argument("--no-torch", action="store_true", help="skip torch even if installed")
     ap.add_argument(
         "--numpy-max-seq", type=int, default=1024, help="time NumPy only up to this seq"
