@@ -561,7 +561,7 @@ FIRST_CATCH: dict[str, str] = {
     "fast-fwd-no-rescale-hi": "d128-sq128-sk217-h4-win32",
     "fast-dkdv-store-hi": "d128-sq128-sk217-h4-win32",
     "fast-dq-not-transposed": "d64-sq128-sk128-b2-h4",
-    "fast-kv-tile-rounds": "d8-sq40-sk300-b2-gqa64x32",
+    "fast-kv-tile-rounds": "d8-sq300-sk300-b2-h32-causal",
     "fast-dq-sum-one-slot": "d64-sq128-sk128-b2-h4",
     "fast-dq-sum-not-zeroed": "d64-sq128-sk128-b2-h4",
     "fast-dq-high-half": "d128-sq128-sk217-h4-win32",
