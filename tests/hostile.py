@@ -1,6 +1,6 @@
 """Raw-socket HTTP for the server's hostile-input tests (test_server_hostile.py,
 test_server_slow_clients.py): send bytes as they are, read one response back, and check
-what every response must carry (docs: /work/contract/server-contract.md).
+what every response must carry (docs/serving.md).
 
 Only 127.0.0.1; every read is bounded by a timeout.
 """

@@ -1,5 +1,5 @@
 """The server against hostile input, black-box over loopback (the contract:
-/work/contract/server-contract.md; issue 15's findings 1-4, 6 and 7).
+docs/serving.md; issue 15's findings 1-4, 6 and 7).
 
 A table of hostile request kinds (raw bytes over a socket), each sent once by a
 module-scoped fixture against one server with small limits; every reply must be a complete

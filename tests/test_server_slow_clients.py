@@ -1,4 +1,4 @@
-"""Slow clients against the server (issue 15, finding 5; /work/contract/server-contract.md):
+"""Slow clients against the server (issue 15, finding 5; docs/serving.md):
 header block and body due within --timeout of a request's first byte (or the connection's
 start); trickling or stalled requests get 408 JSON and are closed, idle connections are closed
 silently, and nobody else waits meanwhile. Runs with timeout=2 s, so each test takes ~3-6 s.
