@@ -575,7 +575,7 @@ FIRST_CATCH: dict[str, str] = {
     "fast-dq-rows-past-end": "d128-sq128-sk217-h4-win32",
     "fast-negative-shift-clamped": "d59-sq203-sk113-gqa6x2-causal-br",
     "fast-window-sides-swapped": "d48-sq113-sk203-h4-wl5-wr40",
-    "fast-key-range-right": "d48-sq113-sk203-h4-wl5-wr40",
+    "fast-key-range-right": "d16-sq256-sk256-h4-causal-win2",
     "fast-bwd-no-softcap": "d64-sq128-sk217-h4-cap2.5",
     "fast-softcap-grad-missing": "d64-sq128-sk217-h4-cap2.5",
     "fast-softcap-clamp": "d64-sq128-sk217-h4-cap2.5",
