@@ -10,7 +10,9 @@ from array import array
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-MAX_HEAD_DIM = 128  # the kernels keep a row in array<vec4<f32>, 32> registers
+# The largest head_dim any variant may declare (Variant.max_head_dim): FlashAttention-2's.
+# The seed's kernels hold a row in array<vec4<f32>, 32> registers (variant.SEED_MAX_HEAD_DIM).
+MAX_HEAD_DIM = 256
 U32_MAX = 2**32 - 1
 # Indices are u32 in WGSL and key distances i32: every sum of a coordinate, the causal
 # offset and a window edge (kernel_window) stays below 2**30, far from wrap-around.

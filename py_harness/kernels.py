@@ -9,7 +9,7 @@ this project, come from a variant file instead (docs/own-kernels.md).
 
 from __future__ import annotations
 
-from .config import ROLES, scratch_elems
+from .config import MAX_HEAD_DIM, ROLES, scratch_elems
 from .shaders import BACKWARD_FILE, FORWARD_FILE
 from .variant import (
     FEATURES,
@@ -122,9 +122,12 @@ FAST_WORKGROUP_BYTES = 22784
 
 def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> Variant:
     """The register-tiled kernels (shaders/fa2_fast_*.wgsl) with tiles for head_dim <= 64 or
-    <= 128: FAST_ROWS x 64 score tiles in 4 x 4 blocks per invocation. Up to 64, one
-    key-tile pass computes dK, dV and dQ's partial sums; at 128 a dV pass and a dK/dQ pass
-    (one pass holding all three runs one workgroup per SM: fa2_fast_backward.wgsl)."""
+    above: FAST_ROWS x 64 score tiles in 4 x 4 blocks per invocation. Up to 64, one
+    key-tile pass computes dK, dV and dQ's partial sums; above, a dV pass and a dK/dQ pass
+    (one pass holding all three runs one workgroup per SM: fa2_fast_backward.wgsl). A
+    workgroup owns `head_dim` output columns (cols_per_workgroup): at 256, two workgroups
+    share each tile, one per half."""
+    cols = head_dim  # output columns per workgroup: fa2_fast_common.wgsl's FF_DCOLS
     base = (FORWARD_FILE, f"fa2_fast_d{head_dim}.wgsl", "fa2_fast_common.wgsl")
     fwd, bwd = (*base, "fa2_fast_forward.wgsl"), (*base, "fa2_fast_backward.wgsl")
     pm = {8: ("params", UNIFORM), 9: ("mask", RO), 12: ("alibi_slopes", UNIFORM)}
@@ -132,13 +135,13 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     # Every key-tile pass binds all of these: the shared body refers to each.
     key_tiles = {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RW)}
     key_passes: tuple[Kernel, ...] = (
-        Kernel("fa2f_bwd_dk_dv", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS),
+        Kernel("fa2f_bwd_dk_dv", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols),
     )
     if head_dim > 64:
         key_passes = (
             # adds no dQ sums: one key tile per workgroup (slot = key tile, one round)
-            Kernel("fa2f_bwd_dv", bwd, key_tiles, "seq_k", "kv_heads", FAST_ROWS),
-            Kernel("fa2f_bwd_dk_dq", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS),
+            Kernel("fa2f_bwd_dv", bwd, key_tiles, "seq_k", "kv_heads", FAST_ROWS, cols),
+            Kernel("fa2f_bwd_dk_dq", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols),
         )
     return Variant(
         name="fast",
@@ -151,6 +154,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
             "seq_q",
             "num_heads",
             FAST_ROWS,
+            cols,
         ),
         backward=(
             Kernel(
@@ -169,6 +173,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
                 "seq_q",
                 "num_heads",
                 2,
+                128,
             ),
         ),
         required_limits={
@@ -179,6 +184,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
         },
         by_head_dim=by_head_dim,
         supports=frozenset(FEATURES),
+        max_head_dim=MAX_HEAD_DIM,
     )
 
 

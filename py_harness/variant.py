@@ -60,6 +60,9 @@ UNIFORM_ROLES = ("params", "alibi_slopes")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a variant's name goes into ids and paths
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+# What the seed's kernels hold (a row in array<vec4<f32>, 32>): the head_dim limit of a
+# variant that declares no max_head_dim.
+SEED_MAX_HEAD_DIM = 128
 # Partial dQ sums (Variant.dq_slots): about two 256-invocation workgroups per SM of a
 # 132-SM GPU, and at most 64 sums (64 x head_dim floats of scratch per query row).
 PARTIAL_DQ_WORKGROUPS = 256
@@ -118,6 +121,9 @@ class Kernel:
     rows: str
     heads: str  # "num_heads" or "kv_heads": workgroups along z = batch * heads
     rows_per_workgroup: int = 128
+    # Head_dim columns per workgroup: workgroups along x = ceil(head_dim / this), each
+    # computing its block of the output columns (0: one workgroup along x, all of them).
+    cols_per_workgroup: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.entry_point, str) or not _IDENT.fullmatch(self.entry_point):
@@ -154,6 +160,9 @@ class Kernel:
         rpw = self.rows_per_workgroup
         if isinstance(rpw, bool) or not isinstance(rpw, int) or rpw < 1:
             raise ConfigError("rows_per_workgroup", f"must be an int >= 1, got {rpw!r}")
+        cpw = self.cols_per_workgroup
+        if isinstance(cpw, bool) or not isinstance(cpw, int) or cpw < 0:
+            raise ConfigError("cols_per_workgroup", f"must be an int >= 0, got {cpw!r}")
 
     @property
     def layout(self) -> tuple[tuple[int, str], ...]:
@@ -165,10 +174,11 @@ class Kernel:
 
     def workgroups(self, cfg: AttentionConfig, slots: int = 0) -> tuple[int, int, int]:
         heads = getattr(cfg, self.heads)
+        cols = math.ceil(cfg.head_dim / self.cols_per_workgroup) if self.cols_per_workgroup else 1
         if self.rows == "slots":
-            return (1, slots, cfg.batch * heads)
+            return (cols, slots, cfg.batch * heads)
         rows = getattr(cfg, self.rows)
-        return (1, math.ceil(rows / self.rows_per_workgroup), cfg.batch * heads)
+        return (cols, math.ceil(rows / self.rows_per_workgroup), cfg.batch * heads)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -178,6 +188,7 @@ class Kernel:
             "rows": self.rows,
             "heads": self.heads,
             "rows_per_workgroup": self.rows_per_workgroup,
+            "cols_per_workgroup": self.cols_per_workgroup,
         }
 
     @classmethod
@@ -206,6 +217,7 @@ class Kernel:
                 d["rows"],
                 d["heads"],
                 d.get("rows_per_workgroup", 128),
+                d.get("cols_per_workgroup", 0),
             )
 
 
@@ -222,7 +234,7 @@ class Variant:
     by_head_dim: tuple[tuple[int, Variant], ...] = ()
     params: tuple[str, ...] = DEFAULT_PARAMS  # the uniform struct's fields, in order
     supports: frozenset[str] = SEED_FEATURES  # what a configuration may use
-    max_head_dim: int = MAX_HEAD_DIM
+    max_head_dim: int = SEED_MAX_HEAD_DIM
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):

@@ -9,14 +9,16 @@
 //    S^T = K (scale Q)^T (softcapped and ALiBi-biased as the forward's), dP^T = V dO^T,
 //    dS = P (M dP - Delta) with P = exp(S - LSE) (times the softcap's derivative), then
 //    dV += (P M)^T dO, dK += dS^T (scale Q), and dQ += scale dS K into a partial sum.
-//    Workgroup (slot g, batch, kv head) of a (1, G, batch * kv_heads) dispatch takes key
+//    Workgroup (slot g, batch, kv head) of a (cols, G, batch * kv_heads) dispatch takes key
 //    tiles g, g + G, g + 2G, ... and adds into partial sum g of dQ, which no other
 //    workgroup touches: S and dP are computed once per tile pair (a separate dQ pass
-//    would compute them again: 7 GEMMs per tile pair instead of 5). At head_dim 128 this
-//    is two passes from one body (FfbParts): fa2f_bwd_dv, and fa2f_bwd_dk_dq for dK and
-//    dQ's sums, because one pass holding dK and dV (64 floats per invocation) with the
+//    would compute them again: 7 GEMMs per tile pair instead of 5). Above head_dim 64
+//    this is two passes from one body (FfbParts): fa2f_bwd_dv, and fa2f_bwd_dk_dq for dK
+//    and dQ's sums, because one pass holding dK and dV (64 floats per invocation) with the
 //    rest ran one workgroup per SM on the H200 where these run two (6 GEMMs per tile
-//    pair, and faster: docs/results-h200.md).
+//    pair, and faster: docs/results-h200.md). Above 128 each pass also splits the output
+//    columns over workgroup_id.x (fa2_fast_common.wgsl): 9 GEMMs per tile pair, the score
+//    GEMMs done once per column block.
 // 3. fa2f_bwd_dq_sum: dQ = the sum of the G partial sums (in slot order), which it zeroes
 //    for the next run (buffers start zeroed).
 // Q is staged scaled (as the forward does) and the same products are summed in the same
@@ -197,8 +199,8 @@ fn ffb_add_floats(e: u32, c: u32, v: vec4<f32>) {
 fn ffb_dq_tile(lid: u32, t: vec2<u32>, slot: u32, bh: u32, q0: u32, ks: FfRows) {
     let qr = q0 + t.y + FF_COLS;
     let dq = ff_pv_tile(lid, t, FfAcc(), ks, 3u);
-    ffb_add_rows(t, slot, bh, qr, 0u, dq.lo);
-    if (FF_NCOL > 1u) { ffb_add_rows(t, slot, bh, qr, 64u, dq.hi); }
+    ffb_add_rows(t, slot, bh, qr, ff_col0, dq.lo);
+    if (FF_NCOL > 1u) { ffb_add_rows(t, slot, bh, qr, ff_col0 + 64u, dq.hi); }
 }
 fn ffb_store_kv(
     t: vec2<u32>,
@@ -214,11 +216,12 @@ fn ffb_store_kv(
     let p = fa2_params;
     if (kj >= p.seq_k) { return; }
     let base = ((b * p.seq_k + kj) * p.num_kv_heads + kvh) * p.head_dim;
-    if (parts.dk) { ffb_put_dk(base, t.x * 4u, dk_lo); }
-    if (parts.dv) { ffb_put_dv(base, t.x * 4u, dv_lo); }
+    let c = ff_col0 + t.x * 4u;
+    if (parts.dk) { ffb_put_dk(base, c, dk_lo); }
+    if (parts.dv) { ffb_put_dv(base, c, dv_lo); }
     if (FF_NCOL > 1u) {
-        if (parts.dk) { ffb_put_dk(base, 64u + t.x * 4u, dk_hi); }
-        if (parts.dv) { ffb_put_dv(base, 64u + t.x * 4u, dv_hi); }
+        if (parts.dk) { ffb_put_dk(base, c + 64u, dk_hi); }
+        if (parts.dv) { ffb_put_dv(base, c + 64u, dv_hi); }
     }
 }
 // What a key-tile pass computes: dV, and dK with dQ's partial sums (both in one pass for
@@ -228,11 +231,14 @@ struct FfbParts {
     dk: bool,
 };
 
-// Key tiles of one slot of G for one (batch, kv head), for a workgroup of a (1, G, batch *
-// num_kv_heads) dispatch (see the top). The dV pass, which adds no dQ sums, is dispatched
-// with G = ceil(seq_k / 64): one key tile per workgroup. `parts` is a constant per entry
-// point, so the compiler drops what a pass does not compute, and its registers.
+// Key tiles of one slot of G for one (batch, kv head), for a workgroup of a
+// (ceil(head_dim / FF_DCOLS), G, batch * num_kv_heads) dispatch (see the top): its dK, dV
+// and dQ columns are block workgroup_id.x (the scores and dP span all of head_dim). The
+// dV pass, which adds no dQ sums, is dispatched with G = ceil(seq_k / 64): one key tile
+// per workgroup. `parts` is a constant per entry point, so the compiler drops what a pass
+// does not compute, and its registers.
 fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
+    ff_set_cols(wg);
     let p = fa2_params;
     let t = ff_tid(lid);
     // (slot, batch x kv head) slot-major across all heads, as ff_tile_order hands out query
@@ -344,8 +350,9 @@ fn fa2f_bwd_dk_dq(
 }
 
 // ---- pass 3: dQ from the partial sums ----
-// Dispatch: (1, ceil(seq_q / 2), batch * num_heads); invocation lid takes column lid % 128
-// of query row 2 wg.y + lid / 128 (consecutive invocations read consecutive floats).
+// Dispatch: (ceil(head_dim / 128), ceil(seq_q / 2), batch * num_heads); invocation lid
+// takes column 128 wg.x + lid % 128 of query row 2 wg.y + lid / 128 (consecutive
+// invocations read consecutive floats).
 @compute @workgroup_size(256)
 fn fa2f_bwd_dq_sum(
     @builtin(local_invocation_index) lid: u32,
@@ -355,7 +362,7 @@ fn fa2f_bwd_dq_sum(
     let b = wg.z / p.num_heads;
     let h = wg.z % p.num_heads;
     let qi = wg.y * 2u + lid / 128u;
-    let c = lid % 128u;
+    let c = wg.x * 128u + lid % 128u;
     if (qi >= p.seq_q || c >= p.head_dim) { return; }
     let bh = b * p.num_heads + h;
     // The runner sizes the scratch exactly: G = what follows the row stats, in slots.

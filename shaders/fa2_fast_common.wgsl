@@ -30,6 +30,11 @@
 // passes at one workgroup per SM), and workgroup memory stays under 24 KiB.
 // Row strides of 9 / 17 / 16 FF_NCOL + 1 vec4 keep the vec4 reads of 8 consecutive tx
 // (or 4 consecutive ty) of a 32-wide subgroup on distinct banks.
+// Output columns: a workgroup owns FF_DCOLS = 64 FF_NCOL columns of head_dim, block
+// workgroup_id.x of ceil(head_dim / FF_DCOLS) (Kernel.cols_per_workgroup). Up to 128 that
+// is all of them; at 256 two workgroups share each tile, each computing the whole score
+// tile (its GEMMs stream all of head_dim) and the second GEMM for its half: 32 more
+// accumulator floats per invocation would cost the second workgroup per SM.
 // Workgroup memory is one array in phases separated by barriers: the score staging
 // [0, 1152) is free once a score tile is done, so the P tile [0, 1088) overlays it; the
 // row staging [1152, 1424) is free outside the second GEMM, so the row reductions
@@ -44,6 +49,13 @@ const FF_VS: u32 = 16u * FF_NCOL + 1u; // row stride (vec4) of a staged second o
 const FF_MASKED: f32 = -1.0e30; // a score <= this is masked (FA2_MASKED)
 const FF_OUT: f32 = -3.0e38; // what a masked score becomes: exp(FF_OUT - m) == 0
 const FF_EMPTY_LSE: f32 = 3.0e38;
+const FF_DCOLS: u32 = 64u * FF_NCOL; // output columns per workgroup (head_dim floats)
+// The first output column this workgroup owns: FF_DCOLS workgroup_id.x, set first thing
+// by every entry point that writes output columns (ff_set_cols); a uniform value.
+var<private> ff_col0: u32;
+fn ff_set_cols(wg: vec3<u32>) {
+    ff_col0 = wg.x * FF_DCOLS;
+}
 // Q, K, V read as vec4s (flash_attention_v2.wgsl's fa2_q/k/v are the same buffers as
 // floats). The runner rounds every input buffer up to 16 bytes, so a view ends no earlier
 // than the floats do.
@@ -284,13 +296,13 @@ fn ff_stage_chunk(lid: u32, base: u32, v: FfPair) {
     let e = lid + 256u;
     ff_smem[base + (e / w) * FF_AS + e % w] = v.b;
 }
-// This invocation's share of rows [row0 + r0, + 2 FF_VK) x all of head_dim (two steps of
-// FF_VK x 16 FF_NCOL = 256 vec4s for both tile sizes), fetched but not staged: a holds
-// vec4 lid of the first step, b of the second.
+// This invocation's share of rows [row0 + r0, + 2 FF_VK) x this workgroup's output
+// columns [ff_col0, + FF_DCOLS) (two steps of FF_VK x 16 FF_NCOL = 256 vec4s for both tile
+// sizes), fetched but not staged: a holds vec4 lid of the first step, b of the second.
 fn ff_fetch_rows(lid: u32, src: FfRows, r0: u32) -> FfPair {
     let w = 16u * FF_NCOL;
     let r = r0 + lid / w;
-    return ff_fetch_pair(src, vec2<u32>(r, r + FF_VK), vec2<u32>(lid % w) * 4u);
+    return ff_fetch_pair(src, vec2<u32>(r, r + FF_VK), vec2<u32>(ff_col0 + (lid % w) * 4u));
 }
 fn ff_stage_rows(lid: u32, v: vec4<f32>) {
     let w = 16u * FF_NCOL;

@@ -32,18 +32,20 @@ fn ffw_store_row(t: vec2<u32>, b: u32, h: u32, qi: u32, lo: vec4<f32>, hi: vec4<
     let p = fa2_params;
     if (qi >= p.seq_q) { return; }
     let base = ((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim;
-    ffw_put4(base, t.x * 4u, lo);
-    if (FF_NCOL > 1u) { ffw_put4(base, 64u + t.x * 4u, hi); }
-    if (t.x == 0u) { ffw_lse[(b * p.num_heads + h) * p.seq_q + qi] = lse; }
+    ffw_put4(base, ff_col0 + t.x * 4u, lo);
+    if (FF_NCOL > 1u) { ffw_put4(base, ff_col0 + 64u + t.x * 4u, hi); }
+    // Every column block computes the same LSE, to the bit: the first one stores it.
+    if (t.x == 0u && ff_col0 == 0u) { ffw_lse[(b * p.num_heads + h) * p.seq_q + qi] = lse; }
 }
 
-// Dispatch: (1, ceil(seq_q / 64), batch * num_heads)
+// Dispatch: (ceil(head_dim / FF_DCOLS), ceil(seq_q / 64), batch * num_heads)
 @compute @workgroup_size(256)
 fn fa2f_fwd(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>
 ) {
+    ff_set_cols(wg);
     let p = fa2_params;
     let t = ff_tid(lid);
     let job = ff_tile_order(wg, nwg);

@@ -35,8 +35,8 @@ def cfg(**kw: object) -> AttentionConfig:
 @pytest.mark.parametrize(
     ("kw", "argument", "words"),
     [
-        ({"head_dim": 0}, "head_dim", "[1, 128]"),
-        ({"head_dim": 129}, "head_dim", "[1, 128]"),
+        ({"head_dim": 0}, "head_dim", "[1, 256]"),
+        ({"head_dim": 257}, "head_dim", "[1, 256]"),
         ({"num_heads": 6, "num_kv_heads": 4}, "num_kv_heads", "multiple"),
         ({"num_kv_heads": 8}, "num_kv_heads", "[1, 4]"),
         ({"dropout_p": 1.0}, "dropout_p", "[0, 1)"),
@@ -86,7 +86,7 @@ def test_buffers_over_the_device_limit_are_refused() -> None:
 @pytest.mark.parametrize(
     ("config", "tensors", "match"),
     [
-        (cfg(head_dim=129), {}, "head_dim"),
+        (cfg(head_dim=257), {}, "head_dim"),
         (
             cfg(),
             {"q": b"\0" * 12, "k": b"", "v": b""},

@@ -126,7 +126,7 @@ def test_invalid_value_shows_python_message(demo: Any) -> None:
             validate(AttentionConfig(**(base | change), causal=True))
         return str(err.value)
 
-    for field, value in (("num_kv_heads", 3), ("head_dim", 129)):
+    for field, value in (("num_kv_heads", 3), ("head_dim", 257)):
         demo.fill(f"input[name={field}]", str(value))
         want = message_for(**{field: value})
         wait_js(demo, "document.querySelector('#form-error').textContent === arg", want)

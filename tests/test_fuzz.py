@@ -52,7 +52,7 @@ def test_validate_refuses_with_a_named_argument_or_accepts(**kw: object) -> None
         return
     # Accepted: then it is inside every documented limit.
     cfg = AttentionConfig(**kw)
-    assert 1 <= cfg.head_dim <= 128 and cfg.num_heads % cfg.kv_heads == 0
+    assert 1 <= cfg.head_dim <= 256 and cfg.num_heads % cfg.kv_heads == 0
     assert 0.0 <= cfg.dropout_p < 1.0 and (cfg.scale is None or math.isfinite(cfg.scale))
 
 
@@ -73,7 +73,7 @@ runnable_cases = st.builds(
         dropout_p=p,
         seed=seed,
     ),
-    st.integers(1, 128),
+    st.integers(1, 256),
     heads,
     st.integers(1, 40),
     st.integers(1, 70),

@@ -91,7 +91,7 @@ def test_variants_round_trip_through_json(name: str) -> None:
             "unknown field 'heads'; known: batch_size",
         ),
         (lambda d: d.update(supports=["causal", "rope"]), "variant.supports", "unknown ['rope']"),
-        (lambda d: d.update(max_head_dim=256), "variant.max_head_dim", "[1, 128]"),
+        (lambda d: d.update(max_head_dim=257), "variant.max_head_dim", "[1, 256]"),
         (lambda d: d["backward"][1]["bindings"].pop("7"), "variant.backward", "writes no ['dv']"),
         (
             lambda d: d["forward"]["bindings"].update({"2": ["kv", RO]}),

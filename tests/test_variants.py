@@ -48,6 +48,30 @@ def test_fast_rows_and_workgroup_memory_match_the_wgsl() -> None:
         assert v.required_limits["maxComputeWorkgroupStorageSize"] == FAST_WORKGROUP_BYTES
 
 
+def test_column_blocks_match_the_wgsl_and_cover_head_dim() -> None:
+    """The workgroups along x split head_dim into blocks of the columns each workgroup
+    owns (FF_DCOLS = 64 FF_NCOL of its module; the dQ sum pass's 128), and together cover
+    every column up to the largest head_dim, with no block left empty."""
+    bwd = BACKWARD.read_text()
+    fast = VARIANTS["fast"]
+    assert [bound for bound, _ in fast.by_head_dim] == [64]
+    for bound, v in ((fast.max_head_dim, fast), *fast.by_head_dim):
+        module = v.forward.files[1]
+        ncol = _const((SHADER_DIR / module).read_text(), "FF_NCOL")
+        *passes, dq_sum = (v.forward, *v.backward[1:])
+        assert all(k.cols_per_workgroup == 64 * ncol for k in passes), module
+        assert f"let c = wg.x * {dq_sum.cols_per_workgroup}u + lid % 128u;" in bwd
+        assert v.backward[0].cols_per_workgroup == 0  # the Delta pass loops over head_dim
+        dims = range(65, fast.max_head_dim + 1) if v is fast else range(1, bound + 1)
+        for d in dims:
+            cfg = AttentionConfig(batch=1, num_heads=1, seq_q=1, seq_k=1, head_dim=d)
+            assert fast.for_head_dim(d) is v
+            for k in (v.forward, *v.backward):
+                x = k.workgroups(cfg, slots=1)[0]
+                cols = k.cols_per_workgroup or d
+                assert (x - 1) * cols < d <= x * cols, (k.entry_point, d, x)
+
+
 def test_partial_dq_slots_fill_the_gpu_within_one_binding() -> None:
     fast = VARIANTS["fast"]
     big = 1 << 40
@@ -111,6 +135,8 @@ def test_feature_axes_are_the_fast_variants_and_skipped_by_the_seed() -> None:
         why = SEED.refusal(cfg)
         if used & new_axes:
             assert why and any(f in why for f in used & new_axes), (case.id, why)
+        elif case.head_dim > 128:
+            assert why == f"seed supports head_dim <= 128 (head_dim={case.head_dim})"
         else:
             assert why is None, (case.id, why)
     assert new_axes <= used_somewhere

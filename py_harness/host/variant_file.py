@@ -11,7 +11,7 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
     supports = ["causal", "mask"]           # required: what configurations may use, of
                                             # causal causal_offset window mask dropout gqa
                                             # bottom_right window_lr softcap alibi
-    max_head_dim = 128                      # optional (default and most: 128)
+    max_head_dim = 128                      # optional (default 128, most 256)
     [required_limits]                       # optional: device limits the kernels need
     maxComputeWorkgroupStorageSize = 16384
 
@@ -22,6 +22,9 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
     rows = "seq_q"                          # rows tiled along y: seq_q, seq_k (or slots)
     heads = "num_heads"                     # workgroups along z = batch x num_heads|kv_heads
     rows_per_workgroup = 128                # optional: default the @workgroup_size product
+    cols_per_workgroup = 128                # optional: workgroups along x = ceil(head_dim /
+                                            # this), each its block of output columns
+                                            # (default: one, all of head_dim)
 
     [[backward]]                            # one table per pass, dispatched in order
     ...
@@ -53,10 +56,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import MAX_HEAD_DIM, ROLES, ConfigError
+from ..config import ROLES, ConfigError
 from ..kernels import VARIANTS
 from ..params import DEFAULT_PARAMS, KNOWN_PARAMS, WGSL_TYPE, check_layout
-from ..variant import FEATURES, GRADIENT_ROLES, RO, UNIFORM, Kernel, Variant, binding_kind_error
+from ..variant import (
+    FEATURES,
+    GRADIENT_ROLES,
+    RO,
+    SEED_MAX_HEAD_DIM,
+    UNIFORM,
+    Kernel,
+    Variant,
+    binding_kind_error,
+)
 from .wgsl_decls import Module, Resource, scan
 
 TOP_KEYS = (
@@ -71,7 +83,15 @@ TOP_KEYS = (
     "forward",
     "backward",
 )
-KERNEL_KEYS = ("entry_point", "files", "bindings", "rows", "heads", "rows_per_workgroup")
+KERNEL_KEYS = (
+    "entry_point",
+    "files",
+    "bindings",
+    "rows",
+    "heads",
+    "rows_per_workgroup",
+    "cols_per_workgroup",
+)
 # WebGPU's default limits, which a kernel needs no declaration to stay within.
 DEFAULT_LIMITS = {
     "maxStorageBuffersPerShaderStage": 8,
@@ -155,7 +175,7 @@ def load(path: Path) -> LoadedVariant:
             required_limits=dict(limits),
             params=params,
             supports=frozenset(supports),
-            max_head_dim=doc.get("max_head_dim", MAX_HEAD_DIM),
+            max_head_dim=doc.get("max_head_dim", SEED_MAX_HEAD_DIM),
         )
     except ConfigError as exc:
         raise VariantFileError(f"{where}: {exc}") from None
@@ -222,6 +242,7 @@ class _KernelCheck:
                 self.table["rows"],
                 self.table["heads"],
                 self.table.get("rows_per_workgroup", rows),
+                self.table.get("cols_per_workgroup", 0),
             )
         except ConfigError as exc:
             raise VariantFileError(f"{self.where}: {exc}") from None

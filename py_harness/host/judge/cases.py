@@ -117,7 +117,8 @@ CONTROL = Case(64, 128, 128, batch=2, smoke=True, repeat_backward=True)
 
 CASES: tuple[Case, ...] = (
     CONTROL,
-    # head_dim edges: 1 and 3 (partial vec4), 111 (odd), 128 (the maximum)
+    # head_dim edges: 1 and 3 (partial vec4), 111 (odd), 128 (the seed's maximum; over it
+    # below)
     Case(1, 17, 17, smoke=True),
     Case(3, 1, 1),
     Case(16, 17, 17, num_heads=6, num_kv_heads=2, causal=True),
@@ -247,9 +248,29 @@ CASES: tuple[Case, ...] = (
         softcap=5.0,
         alibi="batch",
     ),
-    # ... and at sizes for GPUs: S = 4096 with MQA, 32768 rows per key
+    # head_dim over 128: the fast kernels split the output columns over two workgroups per
+    # tile (fa2_fast_common.wgsl). The maximum with GQA and causal bottom-right; an odd
+    # head_dim whose second block is partial (73 columns, rows not on a vec4); everything
+    # at once
+    Case(256, 77, 130, num_heads=4, num_kv_heads=2, causal=True, bottom_right=True, smoke=True),
+    Case(201, 113, 70, num_heads=3, num_kv_heads=3, smoke=True),
+    Case(
+        256,
+        130,
+        300,
+        batch=2,
+        num_heads=2,
+        num_kv_heads=1,
+        window_left=20,
+        window_right=7,
+        softcap=5.0,
+        alibi="batch",
+        dropout_p=0.17,
+    ),
+    # ... and at sizes for GPUs: S = 4096 with MQA, 32768 rows per key; head_dim 256
     Case(64, 4096, 4096, num_heads=4, num_kv_heads=1, causal=True, long=True),
     Case(128, 1024, 256, num_heads=32, num_kv_heads=1, long=True),
+    Case(256, 2048, 2048, num_heads=8, num_kv_heads=8, causal=True, long=True),
 )
 
 SMOKE: tuple[Case, ...] = tuple(c for c in CASES if c.smoke)

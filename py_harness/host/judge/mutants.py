@@ -221,7 +221,7 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast("fwd-lse-off", FAST_FWD, "m + log(lt)", "m + log(lt + 1.0e-3)"),
     # the second half of head_dim (> 64): not rescaled, or the first half stored twice
     _fast("fwd-no-rescale-hi", FAST_FWD, "o.hi[0] * corr.x,", "o.hi[0],"),
-    _fast("dkdv-store-hi", FAST_BWD, "64u + t.x * 4u, dv_hi);", "64u + t.x * 4u, dv_lo);"),
+    _fast("dkdv-store-hi", FAST_BWD, "(base, c + 64u, dv_hi);", "(base, c + 64u, dv_lo);"),
     # dQ's partial sums: dS not transposed, a key tile skipped in the reversed rounds, one
     # sum added up, sums not zeroed for the next run
     _fast("dq-not-transposed", FAST_BWD, "ff_put_pt(t, ", "ff_put_p(t, "),
@@ -236,6 +236,26 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "ff_pv_tile(lid, t, FfAcc(), ks, 1u)",
     ),
     _fast("dv-pass-off", FAST_BWD, "FfbParts(true, false)", "FfbParts(false, false)"),
+    # head_dim > 128's column blocks (workgroup_id.x): the second block's O, dK or dV stored
+    # over the first's columns, its dQ sums added there, its rows of V, dO, Q or K read from
+    # the first block's columns, or dQ's sum pass summing only the first block
+    _fast(
+        "fwd-col-block-store", FAST_FWD, "(base, ff_col0 + t.x * 4u, lo)", "(base, t.x * 4u, lo)"
+    ),
+    _fast("dkdv-col-block-store", FAST_BWD, "let c = ff_col0 + t.x * 4u;", "let c = t.x * 4u;"),
+    _fast(
+        "dq-col-block-add",
+        FAST_BWD,
+        "(t, slot, bh, qr, ff_col0, dq.lo)",
+        "(t, slot, bh, qr, 0u, dq.lo)",
+    ),
+    _fast(
+        "rows-col-block",
+        FAST_COMMON,
+        "vec2<u32>(ff_col0 + (lid % w) * 4u)",
+        "vec2<u32>((lid % w) * 4u)",
+    ),
+    _fast("dq-sum-col-block", FAST_BWD, "let c = wg.x * 128u + lid % 128u;", "let c = lid % 128u;"),
     # vec4 loads and adds: rows taken for vec4-aligned when head_dim is only even, the
     # second vec4 of an unaligned row not advanced, a wrong shift, dQ's partial sums placed
     # right after the 2 x rows stats floats (not on a vec4)
@@ -564,6 +584,11 @@ FIRST_CATCH: dict[str, str] = {
     "fast-kv-tile-rounds": "d8-sq300-sk300-b2-h32-causal",
     "fast-dq-sum-one-slot": "d64-sq128-sk128-b2-h4",
     "fast-dq-sum-not-zeroed": "d64-sq128-sk128-b2-h4",
+    "fast-fwd-col-block-store": "d256-sq77-sk130-gqa4x2-causal-br",
+    "fast-dkdv-col-block-store": "d256-sq77-sk130-gqa4x2-causal-br",
+    "fast-dq-col-block-add": "d256-sq77-sk130-gqa4x2-causal-br",
+    "fast-rows-col-block": "d256-sq77-sk130-gqa4x2-causal-br",
+    "fast-dq-sum-col-block": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-dq-high-half": "d128-sq128-sk217-h4-win32",
     "fast-dv-pass-off": "d128-sq128-sk217-h4-win32",
     "fast-load-aligned-even": "d18-sq113-sk59-h2-causal",
