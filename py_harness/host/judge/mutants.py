@@ -581,7 +581,7 @@ FIRST_CATCH: dict[str, str] = {
     "fast-fwd-no-rescale-hi": "d128-sq128-sk217-h4-win32",
     "fast-dkdv-store-hi": "d128-sq128-sk217-h4-win32",
     "fast-dq-not-transposed": "d64-sq128-sk128-b2-h4",
-    "fast-kv-tile-rounds": "d8-sq300-sk300-b2-h32-causal",
+    "fast-kv-tile-rounds": "d8-sq129-sk257-b2-h32-causal-br",
     "fast-dq-sum-one-slot": "d64-sq128-sk128-b2-h4",
     "fast-dq-sum-not-zeroed": "d64-sq128-sk128-b2-h4",
     "fast-fwd-col-block-store": "d256-sq77-sk130-gqa4x2-causal-br",
