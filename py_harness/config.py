@@ -23,6 +23,10 @@ F32_BYTES = 4
 # a storage binding would be a ninth in the fast backward's key-tile pass, over the default
 # maxStorageBuffersPerShaderStage of 8.
 ALIBI_SLOTS = 16384
+# Variable-length batches reach the fast kernels as one vec4<u32> per sequence (first query
+# row, first key row, query length, key length) in a fixed-size uniform array of 64 KiB,
+# for the same reason: so a varlen batch holds at most this many sequences.
+VARLEN_MAX_BATCH = 4096
 
 
 class ConfigError(ValueError):
@@ -34,12 +38,22 @@ class ConfigError(ValueError):
         self.detail = message  # the message without the argument (to re-raise it nested)
 
 
-_SHAPE_FIELDS = ("mask_shape", "alibi_shape")  # tuples in Python, lists in JSON
+# tuples in Python, lists in JSON
+_SHAPE_FIELDS = ("mask_shape", "alibi_shape", "cu_seqlens_q", "cu_seqlens_k")
+
+
+def cu_seqlens(lengths: Iterable[int]) -> tuple[int, ...]:
+    """FlashAttention-2's cu_seqlens: the running sum of the lengths, from 0 (B + 1 ints)."""
+    out = [0]
+    for n in lengths:
+        out.append(out[-1] + n)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class AttentionConfig:
-    """One attention problem. Layout: Q/O [B, Sq, H, D], K/V [B, Sk, Hkv, D], f32."""
+    """One attention problem. Layout: Q/O [B, Sq, H, D], K/V [B, Sk, Hkv, D], f32; a
+    variable-length batch (cu_seqlens_q / cu_seqlens_k) packs them [total, H(kv), D]."""
 
     batch: int
     num_heads: int
@@ -62,6 +76,37 @@ class AttentionConfig:
     dropout_p: float = 0.0
     seed: int = 0
     scale: float | None = None  # None: 1 / sqrt(head_dim)
+    # FlashAttention-2's variable-length batch: B + 1 offsets each (cu_seqlens above), the
+    # sequences packed one after another; seq_q / seq_k are then the longest (max_seqlen).
+    # Each sequence is aligned on its own, bottom-right as FlashAttention-2 aligns it:
+    # query qi of sequence b sits at key position qi + causal_offset + len_k - len_q.
+    cu_seqlens_q: tuple[int, ...] | None = None
+    cu_seqlens_k: tuple[int, ...] | None = None
+
+    @property
+    def varlen(self) -> bool:
+        return self.cu_seqlens_q is not None
+
+    @property
+    def total_q(self) -> int:
+        """Query rows of all sequences: the packed tensors' first dimension."""
+        return self.cu_seqlens_q[-1] if self.cu_seqlens_q else self.batch * self.seq_q
+
+    @property
+    def total_k(self) -> int:
+        return self.cu_seqlens_k[-1] if self.cu_seqlens_k else self.batch * self.seq_k
+
+    def sequences(self) -> list[tuple[int, int, int, int]]:
+        """(first query row, query length, first key row, key length) of each sequence in
+        the packed rows (dense: every sequence seq_q by seq_k)."""
+        cq = self.cu_seqlens_q or tuple(b * self.seq_q for b in range(self.batch + 1))
+        ck = self.cu_seqlens_k or tuple(b * self.seq_k for b in range(self.batch + 1))
+        return [(cq[b], cq[b + 1] - cq[b], ck[b], ck[b + 1] - ck[b]) for b in range(self.batch)]
+
+    def sequence_offset(self, len_q: int, len_k: int) -> int:
+        """The causal offset of a sequence of these lengths: causal_offset, plus
+        len_k - len_q in a variable-length batch (each aligned bottom-right)."""
+        return self.causal_offset + (len_k - len_q if self.varlen else 0)
 
     @property
     def kv_heads(self) -> int:
@@ -93,10 +138,17 @@ class AttentionConfig:
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """Every tensor's shape, inputs and outputs (the mask's is mask_shape): the one
         place they are written down. Q, dO, O, dQ: [B, Sq, H, D]; K, V, dK, dV:
-        [B, Sk, Hkv, D]; LSE: [B, H, Sq]."""
-        q = (self.batch, self.seq_q, self.num_heads, self.head_dim)
-        kv = (self.batch, self.seq_k, self.kv_heads, self.head_dim)
-        lse = (self.batch, self.num_heads, self.seq_q)
+        [B, Sk, Hkv, D]; LSE: [B, H, Sq]. Variable-length (FlashAttention-2's varlen
+        layout): Q, dO, O, dQ [total_q, H, D]; K, V, dK, dV [total_k, Hkv, D]; LSE
+        [H, total_q]."""
+        if self.varlen:
+            q = (self.total_q, self.num_heads, self.head_dim)
+            kv = (self.total_k, self.kv_heads, self.head_dim)
+            lse = (self.num_heads, self.total_q)
+        else:
+            q = (self.batch, self.seq_q, self.num_heads, self.head_dim)
+            kv = (self.batch, self.seq_k, self.kv_heads, self.head_dim)
+            lse = (self.batch, self.num_heads, self.seq_q)
         return {
             "q": q,
             "k": kv,
@@ -208,6 +260,67 @@ def validate(cfg: AttentionConfig) -> None:
         _validate_mask_shape(cfg)
     if cfg.alibi_shape is not None:
         _validate_alibi_shape(cfg)
+    if cfg.cu_seqlens_q is not None or cfg.cu_seqlens_k is not None:
+        _validate_varlen(cfg)
+
+
+def _validate_cu(name: str, cu: object, batch: int) -> int:
+    """A cu_seqlens argument's longest sequence, once it is B + 1 rising offsets from 0."""
+    if not isinstance(cu, tuple) or len(cu) != batch + 1:
+        raise ConfigError(
+            name, f"must be a tuple of batch + 1 = {batch + 1} offsets, got {_shown(cu)}"
+        )
+    for i, c in enumerate(cu):
+        if isinstance(c, bool) or not isinstance(c, int):
+            raise ConfigError(name, f"entry {i} must be an int, got {c!r}")
+    if cu[0] != 0:
+        raise ConfigError(name, f"must start at 0, got {cu[0]}")
+    longest = 0
+    for i in range(batch):
+        n = cu[i + 1] - cu[i]
+        if n < 0:
+            raise ConfigError(
+                name, f"must not decrease: entry {i + 1} ({cu[i + 1]}) < entry {i} ({cu[i]})"
+            )
+        longest = max(longest, n)
+    if cu[-1] > MAX_COORD:
+        raise ConfigError(name, f"total length {cu[-1]} is over the limit of {MAX_COORD}")
+    return longest
+
+
+def _shown(x: object) -> str:
+    text = repr(list(x)) if isinstance(x, tuple | list) else repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _validate_varlen(cfg: AttentionConfig) -> None:
+    if cfg.cu_seqlens_q is None or cfg.cu_seqlens_k is None:
+        raise ConfigError(
+            "cu_seqlens_q" if cfg.cu_seqlens_q is None else "cu_seqlens_k",
+            "a variable-length batch needs both cu_seqlens_q and cu_seqlens_k",
+        )
+    _int("batch", cfg.batch, 1, VARLEN_MAX_BATCH)
+    for name, cu, seq in (
+        ("cu_seqlens_q", cfg.cu_seqlens_q, "seq_q"),
+        ("cu_seqlens_k", cfg.cu_seqlens_k, "seq_k"),
+    ):
+        longest = _validate_cu(name, cu, cfg.batch)
+        if getattr(cfg, seq) != longest:
+            raise ConfigError(
+                seq,
+                f"must be the longest sequence of {name} (max_seqlen: {longest}), got "
+                f"{getattr(cfg, seq)}",
+            )
+    if cfg.mask_shape is not None:
+        raise ConfigError(
+            "mask", "an additive mask is [B, H, Sq, Sk]: not with a variable-length batch"
+        )
+    for _, len_q, _, len_k in cfg.sequences():
+        if abs(cfg.sequence_offset(len_q, len_k)) > MAX_COORD:
+            raise ConfigError(
+                "causal_offset",
+                f"{cfg.causal_offset} plus a sequence's len_k - len_q is over {MAX_COORD}",
+            )
 
 
 def _validate_mask_shape(cfg: AttentionConfig) -> None:
@@ -261,6 +374,17 @@ def kernel_window(cfg: AttentionConfig) -> tuple[int, int]:
     return left, right
 
 
+def pack_seqlens(cfg: AttentionConfig) -> bytes:
+    """The seqlens uniform: per sequence b, u32 (first query row, first key row, query
+    length, key length), zero-padded to VARLEN_MAX_BATCH sequences (all zeros for a dense
+    batch, whose kernels compute the same from b, seq_q and seq_k)."""
+    words = array("I", bytes(16 * VARLEN_MAX_BATCH))
+    if cfg.varlen:
+        for b, (q0, len_q, k0, len_k) in enumerate(cfg.sequences()):
+            words[4 * b : 4 * b + 4] = array("I", (q0, k0, len_q, len_k))
+    return words.tobytes()
+
+
 def whole_vec4s(floats: int) -> int:
     """floats rounded up to a multiple of 4: buffers and scratch parts the kernels may read
     as vec4s."""
@@ -280,7 +404,8 @@ PACKED: dict[str, tuple[str, ...]] = {
     "dkv": ("dk", "dv"),
     "dqkv": ("dq", "dk", "dv"),
 }
-ROLES = (*HOST_INPUTS, "kv", "qkv", "params", *OUTPUTS, "dkv", "dqkv", "stats")
+# seqlens: the sequences of a variable-length batch (pack_seqlens), built from the config.
+ROLES = (*HOST_INPUTS, "kv", "qkv", "params", "seqlens", *OUTPUTS, "dkv", "dqkv", "stats")
 # The argument a too-large buffer is refused under: the tensors whose shape sets its size
 # (the demo page maps these names to its form fields).
 _SIZE_ARGUMENT = {
@@ -312,10 +437,11 @@ def buffer_sizes(
     partial dQ sums. The one place buffer sizes are computed: the checks below, the runner's
     buffers (allocated as buffer_bytes) and its read-backs use it. params is skipped: a
     uniform, sized by its struct (params.params_size). alibi_slopes is ALIBI_SLOTS floats
-    whatever the config (the slopes, zero-padded)."""
+    whatever the config (the slopes, zero-padded), seqlens 4 VARLEN_MAX_BATCH words."""
     floats = {name: math.prod(shape) for name, shape in cfg.shapes().items()}
     floats["mask"] = cfg.mask_elems()
     floats["alibi_slopes"] = ALIBI_SLOTS
+    floats["seqlens"] = 4 * VARLEN_MAX_BATCH
     floats["stats"] = scratch_elems(cfg, slots)
     for packed, parts in PACKED.items():
         floats[packed] = sum(floats[p] for p in parts)
@@ -425,16 +551,21 @@ class ReferenceCost:
 
 def reference_cost(cfg: AttentionConfig) -> ReferenceCost:
     """The float64 reference's and float32 baselines' peak memory and time for `cfg`, modelled
-    from the measured costs above (an upper bound on the shapes measured, not an exact figure)."""
-    bh = cfg.batch * cfg.num_heads
-    scores = bh * cfg.seq_q * cfg.seq_k
+    from the measured costs above (an upper bound on the shapes measured, not an exact figure).
+    A variable-length batch is judged one sequence at a time: its peak is its largest
+    sequence's, its time the sum over sequences."""
+    h, d = cfg.num_heads, cfg.head_dim
+    seqs = [(len_q, len_k) for _, len_q, _, len_k in cfg.sequences()]
+    scores = h * sum(len_q * len_k for len_q, len_k in seqs)
+    peak_scores = h * max(len_q * len_k for len_q, len_k in seqs) if cfg.varlen else scores
     floats = sum(cfg.input_elems().values()) + sum(buffer_sizes(cfg, OUTPUTS).values())
     # sequential_ref: P @ V and dP's row sums step once per key, Q @ K^T once per head_dim,
     # over blocks of _SEQ_BLOCK floats of the output.
-    steps = bh * (
-        3 * cfg.seq_k * -(-cfg.seq_q * cfg.head_dim // _SEQ_BLOCK)
-        + 2 * cfg.seq_k
-        + 2 * cfg.head_dim * -(-cfg.seq_q * cfg.seq_k // _SEQ_BLOCK)
+    steps = h * sum(
+        3 * len_k * -(-len_q * d // _SEQ_BLOCK)
+        + 2 * len_k
+        + 2 * d * -(-len_q * len_k // _SEQ_BLOCK)
+        for len_q, len_k in seqs
     )
     per_score = (
         REFERENCE_SECONDS_PER_SCORE_DROPOUT_OR_MASK
@@ -442,9 +573,9 @@ def reference_cost(cfg: AttentionConfig) -> ReferenceCost:
         else REFERENCE_SECONDS_PER_SCORE
     )
     return ReferenceCost(
-        bytes=REFERENCE_BYTES_PER_SCORE * scores + REFERENCE_BYTES_PER_FLOAT * floats,
-        seconds=scores * (REFERENCE_SECONDS_PER_SCORE_TERM * (cfg.head_dim + 8) + per_score)
-        + REFERENCE_SECONDS_PER_ROW * bh * cfg.seq_q
+        bytes=REFERENCE_BYTES_PER_SCORE * peak_scores + REFERENCE_BYTES_PER_FLOAT * floats,
+        seconds=scores * (REFERENCE_SECONDS_PER_SCORE_TERM * (d + 8) + per_score)
+        + REFERENCE_SECONDS_PER_ROW * h * cfg.total_q
         + REFERENCE_SECONDS_PER_FLOAT * floats
         + REFERENCE_SECONDS_PER_STEP * steps,
     )

@@ -130,7 +130,8 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     cols = head_dim  # output columns per workgroup: fa2_fast_common.wgsl's FF_DCOLS
     base = (FORWARD_FILE, f"fa2_fast_d{head_dim}.wgsl", "fa2_fast_common.wgsl")
     fwd, bwd = (*base, "fa2_fast_forward.wgsl"), (*base, "fa2_fast_backward.wgsl")
-    pm = {8: ("params", UNIFORM), 9: ("mask", RO), 12: ("alibi_slopes", UNIFORM)}
+    seqlens = {13: ("seqlens", UNIFORM)}  # every entry point reads its sequence's view
+    pm = {8: ("params", UNIFORM), 9: ("mask", RO), 12: ("alibi_slopes", UNIFORM), **seqlens}
     qkv = {0: ("q", RO), 1: ("k", RO), 2: ("v", RO)}
     # Every key-tile pass binds all of these: the shared body refers to each.
     key_tiles = {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RW)}
@@ -160,7 +161,14 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
             Kernel(
                 "fa2f_bwd_pre",
                 bwd,
-                {3: ("o", RO), 4: ("d_out", RO), 8: pm[8], 10: ("stats", RW), 11: ("lse", RO)},
+                {
+                    3: ("o", RO),
+                    4: ("d_out", RO),
+                    8: pm[8],
+                    10: ("stats", RW),
+                    11: ("lse", RO),
+                    **seqlens,
+                },
                 "seq_q",
                 "num_heads",
                 256,
@@ -169,7 +177,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
             Kernel(
                 "fa2f_bwd_dq_sum",
                 bwd,
-                {5: ("dq", RW), 8: pm[8], 10: ("stats", RW)},
+                {5: ("dq", RW), 8: pm[8], 10: ("stats", RW), **seqlens},
                 "seq_q",
                 "num_heads",
                 2,

@@ -43,7 +43,13 @@ PARAM_FIELDS: tuple[tuple[str, str], ...] = (
     # ALiBi: the slope of (b, h) is alibi_slopes[b * alibi_stride_b + h]
     ("has_alibi", "I"),
     ("alibi_stride_b", "I"),
+    # A variable-length batch (1: its sequences are in the seqlens uniform) and its query
+    # rows (batch * seq_q when dense): the LSE is [H, total_q] there.
+    ("varlen", "I"),
+    ("total_q", "I"),
     ("_pad0", "I"),
+    ("_pad1", "I"),
+    ("_pad2", "I"),
 )
 DEFAULT_PARAMS: tuple[str, ...] = tuple(name for name, _ in PARAM_FIELDS)
 # The fields a layout may name (padding aside), with their WGSL types.
@@ -85,7 +91,7 @@ def params_size(layout: tuple[str, ...] = DEFAULT_PARAMS) -> int:
 
 
 PARAMS_FORMAT = params_format()
-PARAMS_SIZE = params_size()  # 96: a multiple of 16, as uniforms need
+PARAMS_SIZE = params_size()  # 112: a multiple of 16, as uniforms need
 
 
 def field_offsets(layout: tuple[str, ...] = DEFAULT_PARAMS) -> dict[str, int]:
@@ -121,6 +127,8 @@ def param_values(cfg: AttentionConfig) -> dict[str, int | float]:
         "softcap": float(cfg.softcap),
         "has_alibi": int(cfg.alibi_shape is not None),
         "alibi_stride_b": cfg.alibi_stride_b(),
+        "varlen": int(cfg.varlen),
+        "total_q": cfg.total_q,
     }
 
 

@@ -16,6 +16,7 @@ from .config import (
     buffer_bytes,
     buffer_sizes,
     check_input_bytes,
+    pack_seqlens,
     validate,
     validate_sizes,
 )
@@ -163,6 +164,10 @@ def create_buffers(
     bufs: dict[str, Buffer] = {}
     try:
         for role, floats in sizes.items():
+            if role == "seqlens":  # from the config, like params
+                data = pack_seqlens(cfg)
+                bufs[role] = dev.create_buffer_with_data(data, ("UNIFORM",), role)
+                continue
             if role in PACKED_INPUTS:
                 data = packing.pack(cfg, role, tensors)
             elif role in HOST_INPUTS:

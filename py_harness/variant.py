@@ -35,9 +35,9 @@ KINDS = (RO, RW, UNIFORM)
 ROW_AXES = ("seq_q", "seq_k", "slots")
 HEAD_AXES = ("num_heads", "kv_heads")  # workgroups along z = batch * heads
 # What a configuration may use beyond plain attention; a variant lists what it supports.
-# bottom_right, window_lr, softcap and alibi are FlashAttention-2's axes beyond the seed's
-# (docs/features.md): a negative causal_offset, (window_left, window_right), a softcap,
-# ALiBi slopes.
+# bottom_right, window_lr, softcap, alibi and varlen are FlashAttention-2's axes beyond the
+# seed's (docs/features.md): a negative causal_offset, (window_left, window_right), a
+# softcap, ALiBi slopes, variable-length batches (cu_seqlens_q / cu_seqlens_k).
 FEATURES = (
     "causal",
     "causal_offset",
@@ -49,14 +49,16 @@ FEATURES = (
     "window_lr",
     "softcap",
     "alibi",
+    "varlen",
 )
 # What the seed's kernels implement: the variants written before these axes, and a
 # variant that declares no `supports`.
 SEED_FEATURES = frozenset(("causal", "causal_offset", "window", "mask", "dropout", "gqa"))
 GRADIENT_ROLES = ("dq", "dk", "dv", "dkv", "dqkv")  # written by the backward: read-write
-# Roles a kernel may bind as a uniform: params must be one; the ALiBi slopes may be (their
-# buffer is config.ALIBI_SLOTS floats, a fixed-size uniform array) or read-only storage.
-UNIFORM_ROLES = ("params", "alibi_slopes")
+# Roles a kernel may bind as a uniform: params and seqlens must be one; the ALiBi slopes may
+# be (their buffer is config.ALIBI_SLOTS floats, a fixed-size uniform array) or read-only
+# storage.
+UNIFORM_ROLES = ("params", "alibi_slopes", "seqlens")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a variant's name goes into ids and paths
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -91,15 +93,22 @@ def features_used(cfg: AttentionConfig) -> dict[str, str]:
         used["mask"] = f"mask_shape={list(cfg.mask_shape)}"
     if cfg.dropout_p:
         used["dropout"] = f"dropout_p={cfg.dropout_p}"
+    if cfg.varlen:
+        used["varlen"] = f"cu_seqlens_q={_short(cfg.cu_seqlens_q)}"
     if cfg.kv_heads != cfg.num_heads:
         used["gqa"] = f"num_heads={cfg.num_heads}, num_kv_heads={cfg.kv_heads}"
     return used
 
 
+def _short(values: Any) -> str:
+    text = str(list(values))
+    return text if len(text) <= 40 else text[:37] + "...]"
+
+
 def binding_kind_error(role: str, kind: str) -> str | None:
     """Why `role` cannot be bound as `kind` (a GPUBufferBindingType name); None: it can."""
-    if role == "params" and kind != UNIFORM:
-        return f"params cannot be bound as {kind}: it needs var<uniform>"
+    if role in ("params", "seqlens") and kind != UNIFORM:
+        return f"{role} cannot be bound as {kind}: it needs var<uniform>"
     if kind == UNIFORM and role not in UNIFORM_ROLES:
         return f"{role} cannot be bound as a uniform: it needs var<storage, ...>"
     if role in GRADIENT_ROLES and kind != RW:
@@ -275,7 +284,7 @@ class Variant:
             raise ConfigError("backward", f"writes no {missing} (bind them, or dkv / dqkv)")
         if roles & {"qkv", "dqkv"} and "gqa" in self.supports:
             raise ConfigError("supports", "gqa: a qkv buffer holds as many K/V heads as Q heads")
-        for feature, role in (("mask", "mask"), ("alibi", "alibi_slopes")):
+        for feature, role in (("mask", "mask"), ("alibi", "alibi_slopes"), ("varlen", "seqlens")):
             if feature in self.supports and role not in roles:
                 raise ConfigError("supports", f"{feature}: no kernel binds {role}")
 
@@ -297,10 +306,13 @@ class Variant:
         for feature, setting in features_used(cfg).items():
             if feature not in self.supports:
                 return f"{self.name} does not support {feature} ({setting})"
-        if (self.binds("qkv") or self.binds("dqkv")) and cfg.seq_q != cfg.seq_k:
+        if (self.binds("qkv") or self.binds("dqkv")) and (
+            cfg.seq_q != cfg.seq_k or cfg.cu_seqlens_q != cfg.cu_seqlens_k
+        ):
             return (
                 f"{self.name} packs Q, K and V in one buffer per position (qkv): needs "
-                f"seq_q == seq_k (seq_q={cfg.seq_q}, seq_k={cfg.seq_k})"
+                f"seq_q == seq_k (seq_q={cfg.seq_q}, seq_k={cfg.seq_k}) and "
+                "cu_seqlens_q == cu_seqlens_k"
             )
         return None
 
@@ -327,7 +339,11 @@ class Variant:
                 f"heads x seq_q x (2 + head_dim) floats), over the device limit of "
                 f"{cap_bytes} bytes (maxStorageBufferBindingSize / maxBufferSize)",
             )
-        want = math.ceil(PARTIAL_DQ_WORKGROUPS / (cfg.batch * cfg.kv_heads))
+        # A variable-length batch's longest sequence alone should fill the GPU: its key
+        # tiles are the last to finish (8 sequences of mixed lengths, sized as a batch,
+        # left the backward at a third of the dense rate on the H200).
+        batch = 1 if cfg.varlen else cfg.batch
+        want = math.ceil(PARTIAL_DQ_WORKGROUPS / (batch * cfg.kv_heads))
         tile = min(k.rows_per_workgroup for k in self.backward if k.rows == "slots")
         tiles = math.ceil(cfg.seq_k / tile)
         return max(1, min(want, tiles, PARTIAL_DQ_MAX, fit))

@@ -30,9 +30,9 @@
 @group(0) @binding(5) var<storage, read_write> ffb_dq: array<f32>;
 @group(0) @binding(6) var<storage, read_write> ffb_dk: array<f32>;
 @group(0) @binding(7) var<storage, read_write> ffb_dv: array<f32>;
-// Scratch (kernels.scratch_elems): per (batch, head, query) row [Delta, LSE] (rows =
-// batch * heads * seq_q pairs), then G partial sums of dQ, each rows x head_dim floats in
-// [batch, head, query, dim] order. Each part starts on a vec4 (ffb_stats_len,
+// Scratch (kernels.scratch_elems): per (head, query) row [Delta, LSE], in the LSE's order
+// (ff_stat_row; rows = heads * total_q pairs), then G partial sums of dQ, each rows x
+// head_dim floats in the same row order. Each part starts on a vec4 (ffb_stats_len,
 // ffb_slot_len), so the key-tile passes add whole vec4s where head_dim % 4 == 0. Three
 // views of one binding; no entry point uses two.
 @group(0) @binding(10) var<storage, read_write> ffb_stats_out: array<vec2<f32>>;
@@ -51,11 +51,11 @@ fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair {
 // Floats of the scratch's parts: the row stats, and one partial sum of dQ (vec4 multiples).
 fn ffb_stats_len() -> u32 {
     let p = fa2_params;
-    return (2u * p.batch_size * p.num_heads * p.seq_q + 3u) & ~3u;
+    return (2u * p.num_heads * p.total_q + 3u) & ~3u;
 }
 fn ffb_slot_len() -> u32 {
     let p = fa2_params;
-    return (p.batch_size * p.num_heads * p.seq_q * p.head_dim + 3u) & ~3u;
+    return (p.num_heads * p.total_q * p.head_dim + 3u) & ~3u;
 }
 
 // Dispatch: (1, ceil(seq_q / 256), batch * num_heads); one query row per invocation.
@@ -65,8 +65,8 @@ fn fa2f_bwd_pre(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
     let b = wg.z / p.num_heads;
     let h = wg.z % p.num_heads;
     let qi = wg.y * 256u + lid;
-    if (qi >= p.seq_q) { return; }
-    let base = ((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim;
+    if (qi >= ff_seq(b).len_q) { return; }
+    let base = ((ff_seq(b).q_row0 + qi) * p.num_heads + h) * p.head_dim;
     var acc = vec4<f32>(0.0);
     for (var c = 0u; c < p.head_dim; c += 4u) {
         let i = base + c;
@@ -75,14 +75,14 @@ fn fa2f_bwd_pre(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
         g = ff_pick(g, p.head_dim - c);
         acc = fma(g, vec4<f32>(ffb_o[i], ffb_o[i + 1u], ffb_o[i + 2u], ffb_o[i + 3u]), acc);
     }
-    let row = (b * p.num_heads + h) * p.seq_q + qi;
+    let row = ff_stat_row(b, h, qi);
     ffb_stats_out[row] = vec2<f32>((acc.x + acc.y) + (acc.z + acc.w), ffb_lse[row]);
 }
 
-// [Delta, LSE] of query qi; a query past the end gets an empty row's (P = 0).
-fn ffb_stat(bh: u32, qi: u32) -> vec2<f32> {
-    if (qi >= fa2_params.seq_q) { return vec2<f32>(0.0, FF_EMPTY_LSE); }
-    let i = bh * fa2_params.seq_q + qi;
+// [Delta, LSE] of query qi of head h; a query past the end gets an empty row's (P = 0).
+fn ffb_stat(b: u32, h: u32, qi: u32) -> vec2<f32> {
+    if (qi >= ff_seq(b).len_q) { return vec2<f32>(0.0, FF_EMPTY_LSE); }
+    let i = ff_stat_row(b, h, qi);
     let v = ffb_scratch4[i >> 1u];
     return select(v.xy, v.zw, (i & 1u) == 1u);
 }
@@ -116,10 +116,10 @@ fn ffb_grad4(
 
 // ---- pass 2: dK, dV and partial dQ ----
 // The work of key tile kt: the query tiles its pass walks (0 past the last key).
-fn ffb_key_tile_work(kt: u32) -> i32 {
+fn ffb_key_tile_work(b: u32, kt: u32) -> i32 {
     let k0 = kt * FF_BR;
-    if (k0 >= fa2_params.seq_k) { return 0; }
-    let range = ff_query_range(k0, min(k0 + FF_BR, fa2_params.seq_k) - 1u);
+    if (k0 >= ff_seq(b).len_k) { return 0; }
+    let range = ff_query_range(b, k0, min(k0 + FF_BR, ff_seq(b).len_k) - 1u);
     return (max(i32(range.y) - i32(range.x), 0) + i32(FF_BC) - 1) / i32(FF_BC);
 }
 fn ffb_put_dk(base: u32, c: u32, v: vec4<f32>) {
@@ -136,29 +136,28 @@ fn ffb_put_dv(base: u32, c: u32, v: vec4<f32>) {
     if (c + 2u < d) { ffb_dv[base + c + 2u] = v.z; }
     if (c + 3u < d) { ffb_dv[base + c + 3u] = v.w; }
 }
-// Where partial sum `slot` of dQ row (bh, qi) starts in the scratch.
-fn ffb_part(slot: u32, bh: u32, qi: u32) -> u32 {
-    let p = fa2_params;
-    return ffb_stats_len() + slot * ffb_slot_len() + (bh * p.seq_q + qi) * p.head_dim;
+// Where partial sum `slot` of dQ row (h, qi) of this sequence starts in the scratch.
+fn ffb_part(slot: u32, b: u32, h: u32, qi: u32) -> u32 {
+    return ffb_stats_len() + slot * ffb_slot_len() + ff_stat_row(b, h, qi) * fa2_params.head_dim;
 }
 // Scratch float e += x, through the vec4 view.
 fn ffb_add1(e: u32, x: f32) {
     ffb_scratch4[e >> 2u][e & 3u] += x;
 }
 // Partial sum `slot` of dQ rows qr, columns c0 + 4 tx .. + 3, += m (column i: row qr[i]).
-fn ffb_add_rows(t: vec2<u32>, slot: u32, bh: u32, qr: vec4<u32>, c0: u32, m: mat4x4<f32>) {
+fn ffb_add_rows(t: vec2<u32>, slot: u32, b: u32, h: u32, qr: vec4<u32>, c0: u32, m: mat4x4<f32>) {
     let p = fa2_params;
     let c = c0 + t.x * 4u;
     if (c >= p.head_dim) { return; }
-    let ok = qr < vec4<u32>(p.seq_q);
-    // A row past seq_q is read as row seq_q - 1 of this sum (which only this workgroup
-    // writes) and not stored.
-    let q = min(qr, vec4<u32>(p.seq_q - 1u));
+    let ok = qr < vec4<u32>(ff_seq(b).len_q);
+    // A row past the sequence's end is read as its last row of this sum (which only this
+    // workgroup writes) and not stored.
+    let q = min(qr, vec4<u32>(ff_seq(b).len_q - 1u));
     let e = vec4<u32>(
-        ffb_part(slot, bh, q.x),
-        ffb_part(slot, bh, q.y),
-        ffb_part(slot, bh, q.z),
-        ffb_part(slot, bh, q.w)
+        ffb_part(slot, b, h, q.x),
+        ffb_part(slot, b, h, q.y),
+        ffb_part(slot, b, h, q.z),
+        ffb_part(slot, b, h, q.w)
     ) + c;
     if (p.head_dim % 4u == 0u) {
         // e is a multiple of 4 (see the scratch's layout): whole vec4s (four floats at a time
@@ -196,11 +195,11 @@ fn ffb_add_floats(e: u32, c: u32, v: vec4<f32>) {
 // a half at a time, but reads the key rows once, not twice (6 % faster dK/dQ pass on the
 // H200). Each half is then added on its own: both halves' loads at once made that pass
 // 12 % slower (32 more live floats).
-fn ffb_dq_tile(lid: u32, t: vec2<u32>, slot: u32, bh: u32, q0: u32, ks: FfRows) {
+fn ffb_dq_tile(lid: u32, t: vec2<u32>, slot: u32, b: u32, h: u32, q0: u32, ks: FfRows) {
     let qr = q0 + t.y + FF_COLS;
     let dq = ff_pv_tile(lid, t, FfAcc(), ks, 3u);
-    ffb_add_rows(t, slot, bh, qr, ff_col0, dq.lo);
-    if (FF_NCOL > 1u) { ffb_add_rows(t, slot, bh, qr, ff_col0 + 64u, dq.hi); }
+    ffb_add_rows(t, slot, b, h, qr, ff_col0, dq.lo);
+    if (FF_NCOL > 1u) { ffb_add_rows(t, slot, b, h, qr, ff_col0 + 64u, dq.hi); }
 }
 fn ffb_store_kv(
     t: vec2<u32>,
@@ -214,8 +213,8 @@ fn ffb_store_kv(
     parts: FfbParts
 ) {
     let p = fa2_params;
-    if (kj >= p.seq_k) { return; }
-    let base = ((b * p.seq_k + kj) * p.num_kv_heads + kvh) * p.head_dim;
+    if (kj >= ff_seq(b).len_k) { return; }
+    let base = ((ff_seq(b).k_row0 + kj) * p.num_kv_heads + kvh) * p.head_dim;
     let c = ff_col0 + t.x * 4u;
     if (parts.dk) { ffb_put_dk(base, c, dk_lo); }
     if (parts.dv) { ffb_put_dv(base, c, dv_lo); }
@@ -258,18 +257,18 @@ fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
     // (strict alternation left the last slot 30 % more work than the first at S = 4096,
     // window (1024, 1024), G = 16: the backward ran 16-21 % slower per visible score).
     var ends = vec2<i32>(0); // work so far of slots 0 and G - 1
-    for (var round = 0u; round * nwg.y * FF_BR < p.seq_k; round++) {
+    for (var round = 0u; round * nwg.y * FF_BR < ff_seq(b).len_k; round++) {
         let first = round * nwg.y;
-        let w = vec2<i32>(ffb_key_tile_work(first), ffb_key_tile_work(first + nwg.y - 1u));
+        let w = vec2<i32>(ffb_key_tile_work(b, first), ffb_key_tile_work(b, first + nwg.y - 1u));
         let reverse = abs(ends.y + w.x - ends.x - w.y) < abs(ends.y + w.y - ends.x - w.x);
         ends += select(w, w.yx, reverse);
         let kt = first + select(slot, nwg.y - 1u - slot, reverse);
         let k0 = kt * FF_BR;
-        if (k0 >= p.seq_k) { break; }
+        if (k0 >= ff_seq(b).len_k) { break; }
         let ks = ff_kv_rows(FF_K, b, kvh, k0, 1.0);
         let vs = ff_kv_rows(FF_V, b, kvh, k0, 1.0);
         let keys = vec4<u32>(k0 + t.y, k0 + t.y + 16u, k0 + t.y + 32u, k0 + t.y + 48u);
-        let range = ff_query_range(k0, min(k0 + FF_BR, p.seq_k) - 1u);
+        let range = ff_query_range(b, k0, min(k0 + FF_BR, ff_seq(b).len_k) - 1u);
         var dk = FfAcc();
         var dv = FfAcc();
         for (var g = 0u; g < group; g++) {
@@ -284,14 +283,14 @@ fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
                 if (parts.dk) { dp = ff_score_tile(lid, t, vs, dos); }
                 let qc = q0 + t.x + FF_COLS;
                 let st = array<vec2<f32>, 4>(
-                    ffb_stat(bh, qc.x),
-                    ffb_stat(bh, qc.y),
-                    ffb_stat(bh, qc.z),
-                    ffb_stat(bh, qc.w)
+                    ffb_stat(b, h, qc.x),
+                    ffb_stat(b, h, qc.y),
+                    ffb_stat(b, h, qc.z),
+                    ffb_stat(b, h, qc.w)
                 );
                 let delta = vec4<f32>(st[0].x, st[1].x, st[2].x, st[3].x);
                 let lse = vec4<f32>(st[0].y, st[1].y, st[2].y, st[3].y);
-                let chk = !ff_all_visible(q0, FF_BC, k0, FF_BR);
+                let chk = !ff_all_visible(b, q0, FF_BC, k0, FF_BR);
                 // dS of the uncapped scores: times the softcap's derivative (1 without),
                 // taken here so that S is dead before the GEMMs (kept live across the dV
                 // GEMM, its 16 registers made Tint's dK/dV pass at head_dim 64 40 % slower
@@ -314,7 +313,7 @@ fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
                     // dQ rows += scale dS K: the same dS, transposed to query rows.
                     ff_put_pt(t, ds * p.scale);
                     workgroupBarrier();
-                    ffb_dq_tile(lid, t, slot, bh, q0, ks);
+                    ffb_dq_tile(lid, t, slot, b, h, q0, ks);
                 }
             }
         }
@@ -363,15 +362,14 @@ fn fa2f_bwd_dq_sum(
     let h = wg.z % p.num_heads;
     let qi = wg.y * 2u + lid / 128u;
     let c = wg.x * 128u + lid % 128u;
-    if (qi >= p.seq_q || c >= p.head_dim) { return; }
-    let bh = b * p.num_heads + h;
+    if (qi >= ff_seq(b).len_q || c >= p.head_dim) { return; }
     // The runner sizes the scratch exactly: G = what follows the row stats, in slots.
     let slots = (arrayLength(&ffb_scratch) - ffb_stats_len()) / ffb_slot_len();
     var acc = 0.0;
     for (var g = 0u; g < slots; g++) {
-        let i = ffb_part(g, bh, qi) + c;
+        let i = ffb_part(g, b, h, qi) + c;
         acc += ffb_scratch[i];
         ffb_scratch[i] = 0.0;
     }
-    ffb_dq[((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim + c] = acc;
+    ffb_dq[((ff_seq(b).q_row0 + qi) * p.num_heads + h) * p.head_dim + c] = acc;
 }

@@ -3,7 +3,7 @@
 // ============================================================================
 // Conventions (layout, masking, window, GQA, dropout, empty rows) are those of
 // flash_attention_v2.wgsl, which comes first in every module of this variant: its
-// params and mask bindings (fa2_params, fa2_mask), fa2_pcg and fa2_key_range are reused
+// params and mask bindings (fa2_params, fa2_mask) and fa2_pcg are reused
 // (ff_keep4 is dropout_scale for four pairs, checked bit for bit by the dropout cases). Then one of
 // fa2_fast_d64.wgsl / fa2_fast_d128.wgsl (FF_NCOL, FF_VK), this file, and
 // fa2_fast_forward.wgsl or fa2_fast_backward.wgsl, which each define
@@ -56,6 +56,50 @@ var<private> ff_col0: u32;
 fn ff_set_cols(wg: vec3<u32>) {
     ff_col0 = wg.x * FF_DCOLS;
 }
+// ---- the sequence a workgroup works on ----
+// A variable-length batch (FlashAttention-2's cu_seqlens; role seqlens) packs Q, O, dO,
+// dQ as [total_q, heads, D] and K, V, dK, dV as [total_k, kv heads, D], the LSE as
+// [heads, total_q]; per sequence b, ff_seqlens[b] is (first query row, first key row,
+// query length, key length), zero-padded to config.VARLEN_MAX_BATCH sequences so it can
+// be a fixed-size uniform array (as the ALiBi slopes). Each sequence is aligned on its
+// own: query qi sits at key position qi + query_shift + len_k - len_q. ff_seq(b) is batch
+// element b's view; a dense batch gets the same from b, seq_q and seq_k, so one code path
+// serves both. Tiles past a sequence's end do nothing. The view is recomputed from the
+// uniforms where it is used, never kept in a private variable: values read from one are
+// not uniform to WGSL's uniformity analysis (Tint refuses the barriers in the loops they
+// bound), and the compiler folds the repeated uniform loads. It selects between the two
+// forms without a branch: with an `if` here, naga's backward passes ran 9-12 % slower on
+// the H200 (Tint's alike either way).
+@group(0) @binding(13) var<uniform> ff_seqlens: array<vec4<u32>, 4096>;
+struct FfSeq {
+    q_row0: u32, // the sequence's first row of Q (O, dO, dQ)
+    k_row0: u32, // ... of K (V, dK, dV)
+    len_q: u32,
+    len_k: u32,
+    shift: i32, // query qi sits at key position qi + shift
+    stat0: u32, // LSE / row-stat index of (head 0, query 0); heads stat_h apart
+    stat_h: u32,
+};
+fn ff_seq(b: u32) -> FfSeq {
+    let p = fa2_params;
+    let s = ff_seqlens[min(b, 4095u)];
+    let v = p.varlen != 0u;
+    return FfSeq(
+        select(b * p.seq_q, s.x, v),
+        select(b * p.seq_k, s.y, v),
+        select(p.seq_q, s.z, v),
+        select(p.seq_k, s.w, v),
+        p.query_shift + select(0, i32(s.w) - i32(s.z), v),
+        select(b * p.num_heads * p.seq_q, s.x, v),
+        select(p.seq_q, p.total_q, v)
+    );
+}
+// The LSE / row-stat index of query qi of head h of sequence b.
+fn ff_stat_row(b: u32, h: u32, qi: u32) -> u32 {
+    let s = ff_seq(b);
+    return s.stat0 + h * s.stat_h + qi;
+}
+
 // Q, K, V read as vec4s (flash_attention_v2.wgsl's fa2_q/k/v are the same buffers as
 // floats). The runner rounds every input buffer up to 16 bytes, so a view ends no earlier
 // than the floats do.
@@ -98,14 +142,15 @@ fn ff_tid(lid: u32) -> vec2<u32> {
     let w = lid >> 5u;
     return vec2<u32>((lane & 7u) | ((w & 1u) << 3u), (lane >> 3u) | ((w >> 1u) << 2u));
 }
+// Rows of head h of sequence b (ff_seq) in a Q-shaped or K-shaped tensor.
 fn ff_q_rows(buf: u32, b: u32, h: u32, row0: u32, mul: f32) -> FfRows {
     let p = fa2_params;
     return FfRows(
         buf,
-        (b * p.seq_q * p.num_heads + h) * p.head_dim,
+        (ff_seq(b).q_row0 * p.num_heads + h) * p.head_dim,
         p.num_heads * p.head_dim,
         row0,
-        p.seq_q,
+        ff_seq(b).len_q,
         mul
     );
 }
@@ -113,10 +158,10 @@ fn ff_kv_rows(buf: u32, b: u32, kvh: u32, row0: u32, mul: f32) -> FfRows {
     let p = fa2_params;
     return FfRows(
         buf,
-        (b * p.seq_k * p.num_kv_heads + kvh) * p.head_dim,
+        (ff_seq(b).k_row0 * p.num_kv_heads + kvh) * p.head_dim,
         p.num_kv_heads * p.head_dim,
         row0,
-        p.seq_k,
+        ff_seq(b).len_k,
         mul
     );
 }
@@ -126,11 +171,11 @@ fn ff_kv_rows(buf: u32, b: u32, kvh: u32, row0: u32, mul: f32) -> FfRows {
 // one call per score row instead of four keeps the code small for JIT-compiling CPU
 // adapters; uniform branches only.
 const FF_COLS: vec4<u32> = vec4<u32>(0u, 16u, 32u, 48u); // an invocation's column offsets
-fn ff_visible4(qi: vec4<u32>, kj: vec4<u32>) -> vec4<bool> {
+fn ff_visible4(b: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<bool> {
     let p = fa2_params;
-    let d = vec4<i32>(kj) - (vec4<i32>(qi) + p.query_shift);
+    let d = vec4<i32>(kj) - (vec4<i32>(qi) + ff_seq(b).shift);
     let inside = (d >= vec4<i32>(-p.key_left)) & (d <= vec4<i32>(p.key_right));
-    return inside & (kj < vec4<u32>(p.seq_k)) & (qi < vec4<u32>(p.seq_q));
+    return inside & (kj < vec4<u32>(ff_seq(b).len_k)) & (qi < vec4<u32>(ff_seq(b).len_q));
 }
 // fa2_softcap on a 4x4 score block (uniform branch: nothing to do without a softcap).
 fn ff_softcap4x4(s: mat4x4<f32>) -> mat4x4<f32> {
@@ -158,13 +203,13 @@ fn ff_softcap_grad4x4(t: mat4x4<f32>) -> mat4x4<f32> {
 // array: a ninth storage binding would exceed the default limit of 8 per stage.
 @group(0) @binding(12) var<uniform> ff_alibi: array<vec4<f32>, 4096>;
 // FlashAttention-2's ALiBi bias, added after the softcap and before the mask:
-// -slope * |kj - (qi + query_shift)| (uniform branch: nothing to do without slopes).
+// -slope * |kj - (qi + shift)| (uniform branch: nothing to do without slopes).
 fn ff_alibi4(s: vec4<f32>, b: u32, h: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<f32> {
     let p = fa2_params;
     if (p.has_alibi == 0u) { return s; }
     let n = b * p.alibi_stride_b + h;
     let slope = ff_alibi[n >> 2u][n & 3u];
-    let d = vec4<i32>(kj) - (vec4<i32>(qi) + p.query_shift);
+    let d = vec4<i32>(kj) - (vec4<i32>(qi) + ff_seq(b).shift);
     return s - slope * abs(vec4<f32>(d));
 }
 // ff_alibi4 on a 4x4 score block: query rows.x .. rows.w (one per matrix column) against
@@ -188,7 +233,7 @@ fn ff_masked4(s: vec4<f32>, b: u32, h: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec
             + kj * p.mask_stride_k;
         x += vec4<f32>(fa2_mask[i.x], fa2_mask[i.y], fa2_mask[i.z], fa2_mask[i.w]);
     }
-    return select(vec4<f32>(FF_OUT), x, ff_visible4(qi, kj) & (x > vec4<f32>(FF_MASKED)));
+    return select(vec4<f32>(FF_OUT), x, ff_visible4(b, qi, kj) & (x > vec4<f32>(FF_MASKED)));
 }
 fn ff_pcg4(v: vec4<u32>) -> vec4<u32> {
     let state = v * 747796405u + 2891336453u;
@@ -205,10 +250,10 @@ fn ff_keep4(bh: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<f32> {
 }
 // Whether the whole tile queries [q0, q0 + nq) x keys [k0, k0 + nk) is in range and
 // visible, so the per-element checks can be skipped (uniform).
-fn ff_all_visible(q0: u32, nq: u32, k0: u32, nk: u32) -> bool {
+fn ff_all_visible(b: u32, q0: u32, nq: u32, k0: u32, nk: u32) -> bool {
     let p = fa2_params;
-    if (p.has_mask != 0u || q0 + nq > p.seq_q || k0 + nk > p.seq_k) { return false; }
-    let qa0 = i32(q0) + p.query_shift;
+    if (p.has_mask != 0u || q0 + nq > ff_seq(b).len_q || k0 + nk > ff_seq(b).len_k) { return false; }
+    let qa0 = i32(q0) + ff_seq(b).shift;
     // The extreme distances: (last query, first key) and (first query, last key).
     let d_min = i32(k0) - (qa0 + i32(nq) - 1);
     let d_max = i32(k0 + nk - 1u) - qa0;
@@ -225,13 +270,22 @@ fn ff_tile_order(wg: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
     let tile = i / nwg.z;
     return vec2<u32>(nwg.y - 1u - tile, i % nwg.z);
 }
-// Queries [begin, end) that see any key in [k0, k1] (uniform; empty: begin >= end).
+// Queries [begin, end) of this sequence that see any key in [k0, k1] (uniform; empty:
+// begin >= end).
 // -left <= kj - qi - shift <= right  <=>  kj - shift - right <= qi <= kj - shift + left.
-fn ff_query_range(k0: u32, k1: u32) -> vec2<u32> {
+fn ff_query_range(b: u32, k0: u32, k1: u32) -> vec2<u32> {
     let p = fa2_params;
-    let lo = i32(k0) - p.query_shift - p.key_right;
-    let hi = i32(k1) - p.query_shift + p.key_left + 1;
-    return vec2<u32>(u32(max(lo, 0)), u32(clamp(hi, 0, i32(p.seq_q))));
+    let lo = i32(k0) - ff_seq(b).shift - p.key_right;
+    let hi = i32(k1) - ff_seq(b).shift + p.key_left + 1;
+    return vec2<u32>(u32(max(lo, 0)), u32(clamp(hi, 0, i32(ff_seq(b).len_q))));
+}
+// Keys [begin, end) of this sequence visible to any query in [q0, q1] (fa2_key_range on
+// the sequence view; uniform; empty: begin >= end).
+fn ff_key_range(b: u32, q0: u32, q1: u32) -> vec2<u32> {
+    let p = fa2_params;
+    let lo = i32(q0) + ff_seq(b).shift - p.key_left;
+    let hi = i32(q1) + ff_seq(b).shift + p.key_right + 1;
+    return vec2<u32>(u32(max(lo, 0)), u32(clamp(hi, 0, i32(ff_seq(b).len_k))));
 }
 
 // ---- staging (no barriers here: callers place them) ----

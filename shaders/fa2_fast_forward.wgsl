@@ -2,7 +2,8 @@
 // FLASH ATTENTION V2, register-tiled ("fast" variant) - forward pass
 // ============================================================================
 // Module: flash_attention_v2.wgsl, fa2_fast_d64/d128.wgsl, fa2_fast_common.wgsl, this.
-// Writes O and LSE exactly as flash_fwd does (same layout, masking, empty rows).
+// Writes O and LSE exactly as flash_fwd does (same layout, masking, empty rows); also
+// variable-length batches, in FlashAttention-2's packed layout (fa2_fast_common.wgsl).
 // Per key tile of 64: S = (scale Q) K^T in 4x4 register blocks; the row max over the
 // tile through the reduction area; P = exp(S - m) into the P tile; O += P V. The running
 // sum l stays a per-invocation partial (all invocations of a row share m, so partials add
@@ -30,15 +31,16 @@ fn ffw_put4(base: u32, c: u32, v: vec4<f32>) {
 }
 fn ffw_store_row(t: vec2<u32>, b: u32, h: u32, qi: u32, lo: vec4<f32>, hi: vec4<f32>, lse: f32) {
     let p = fa2_params;
-    if (qi >= p.seq_q) { return; }
-    let base = ((b * p.seq_q + qi) * p.num_heads + h) * p.head_dim;
+    if (qi >= ff_seq(b).len_q) { return; }
+    let base = ((ff_seq(b).q_row0 + qi) * p.num_heads + h) * p.head_dim;
     ffw_put4(base, ff_col0 + t.x * 4u, lo);
     if (FF_NCOL > 1u) { ffw_put4(base, ff_col0 + 64u + t.x * 4u, hi); }
     // Every column block computes the same LSE, to the bit: the first one stores it.
-    if (t.x == 0u && ff_col0 == 0u) { ffw_lse[(b * p.num_heads + h) * p.seq_q + qi] = lse; }
+    if (t.x == 0u && ff_col0 == 0u) { ffw_lse[ff_stat_row(b, h, qi)] = lse; }
 }
 
-// Dispatch: (ceil(head_dim / FF_DCOLS), ceil(seq_q / 64), batch * num_heads)
+// Dispatch: (ceil(head_dim / FF_DCOLS), ceil(seq_q / 64), batch * num_heads); seq_q is the
+// longest sequence of a variable-length batch, whose shorter ones leave tiles idle.
 @compute @workgroup_size(256)
 fn fa2f_fwd(
     @builtin(local_invocation_index) lid: u32,
@@ -54,11 +56,12 @@ fn fa2f_fwd(
     let kvh = h / (p.num_heads / p.num_kv_heads);
     let bh = b * p.num_heads + h;
     let q0 = job.x * FF_BR;
+    if (q0 >= ff_seq(b).len_q) { return; } // past this sequence's end (uniform)
     // Q is scaled before the dot product (as flash_fwd does); the backward passes stage it
     // the same way and sum in the same order, so their scores equal these to the bit.
     let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
     let rows = vec4<u32>(q0 + t.y, q0 + t.y + 16u, q0 + t.y + 32u, q0 + t.y + 48u);
-    let range = fa2_key_range(q0, min(q0 + FF_BR, p.seq_q) - 1u);
+    let range = ff_key_range(b, q0, min(q0 + FF_BR, ff_seq(b).len_q) - 1u);
     var m = vec4<f32>(FF_MASKED);
     var l = vec4<f32>(0.0);
     var o = FfAcc();
@@ -66,7 +69,7 @@ fn fa2f_fwd(
         // Softcapped (when on) before ALiBi and the mask, as FlashAttention-2 does.
         var s = ff_softcap4x4(ff_score_tile(lid, t, qs, ff_kv_rows(FF_K, b, kvh, k0, 1.0)));
         let kc = k0 + t.x + FF_COLS;
-        if (!ff_all_visible(q0, FF_BR, k0, FF_BC)) {
+        if (!ff_all_visible(b, q0, FF_BR, k0, FF_BC)) {
             s = mat4x4<f32>(
                 ff_masked4(s[0], b, h, vec4<u32>(rows.x), kc),
                 ff_masked4(s[1], b, h, vec4<u32>(rows.y), kc),

@@ -58,7 +58,11 @@ struct FlashParams {
     softcap: f32, // > 0: scores pass through softcap * tanh(score / softcap)
     has_alibi: u32, // the fast variant's ALiBi (fa2_fast_common.wgsl: ff_alibi4)
     alibi_stride_b: u32,
+    varlen: u32, // the fast variant's variable-length batches (fa2_fast_common.wgsl: ff_seq)
+    total_q: u32,
     _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 };
 @group(0) @binding(8) var<uniform> fa2_params: FlashParams;
 @group(0) @binding(9) var<storage, read> fa2_mask: array<f32>;

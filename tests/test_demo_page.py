@@ -119,6 +119,46 @@ def test_run_agrees_with_python_api(demo: Any) -> None:
     shot(demo, "demo_run.png")
 
 
+def test_varlen_run_agrees_with_python_api(demo: Any) -> None:
+    """A variable-length batch from the lengths field: the config the page builds (batch,
+    max lengths and cu_seqlens from the text), its packed inputs, the page's verdict as the
+    host judges the same outputs, and the pictures of a later sequence. Bad text is refused
+    naming the field."""
+    demo.select_option("select[name=variant]", "fast")
+    demo.fill("input[name=seqlens]", "7:13, 0:5, 9:0, x")
+    wait_js(demo, "document.querySelector('#form-error').textContent.startsWith('seqlens:')")
+    assert demo.get_attribute("input[name=seqlens]", "aria-invalid") == "true"
+    demo.fill("input[name=seqlens]", " 7:13, 0:5, 9:0,11:4 ")
+    wait_js(demo, "!document.querySelector('#run').disabled")
+    try:
+        click_run(demo)
+        run = demo.evaluate(
+            "(({config, variant, inputs}) => ({config, variant, inputs}))(window.demo.lastRun)"
+        )
+        cfg = AttentionConfig.from_dict(run["config"])
+        assert (cfg.batch, cfg.seq_q, cfg.seq_k) == (4, 11, 13)
+        assert cfg.cu_seqlens_q == (0, 7, 7, 16, 27) and cfg.cu_seqlens_k == (0, 13, 18, 18, 22)
+        shapes = cfg.shapes()
+        x = {
+            n: np.frombuffer(base64.b64decode(b), "<f4").reshape(shapes[n])
+            for n, b in run["inputs"].items()
+        }
+        assert x["q"].shape == (27, cfg.num_heads, cfg.head_dim)
+        reply = run_on(DemoSession(demo), cfg, x, variant="fast")
+        wants, _ = judge_outputs(cfg, x, reply["arrays"])
+        shown = shown_errors(demo)
+        for want in wants:
+            assert shown[want.name]["passed"] == ("pass" if want.passed else "FAIL"), want.name
+        assert all(w.passed for w in wants) and demo.inner_text("#verdict") == "PASS"
+        demo.select_option("#pick-b", "3")  # the sequence of 11 queries and 4 keys
+        wait_js(demo, "document.querySelector('#weights canvas') !== null")
+        assert "batch 3" in demo.inner_text("#weights")
+        shot(demo, "demo_varlen_run.png")
+    finally:
+        demo.fill("input[name=seqlens]", "")
+        wait_js(demo, "document.querySelector('#form-error').textContent === ''")
+
+
 def test_invalid_value_shows_python_message(demo: Any) -> None:
     def message_for(**change: Any) -> str:
         base = dict(batch=1, num_heads=4, num_kv_heads=2, seq_q=113, seq_k=203, head_dim=59)
@@ -236,6 +276,7 @@ def _set_field(page: Any, selector: str, value: str) -> None:
 SEED_REFUSES = {
     "softcap": ("input[name=softcap]", "2.5", "0"),
     "alibi": ("select[name=alibi]", "head", "none"),
+    "varlen": ("input[name=seqlens]", "7:13, 0:5, 9:0", ""),
 }
 
 

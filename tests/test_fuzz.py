@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from py_harness.config import AttentionConfig, ConfigError, validate
 from py_harness.host.engine import evaluate
-from py_harness.host.judge.cases import MASK_KINDS, Case
+from py_harness.host.judge.cases import ALIBI_KINDS, MASK_KINDS, Case, varlen
 from py_harness.host.judge.limitations import case_coverage
 from py_harness.host.runtimes.sessions import Session
 from py_harness.host.variants import refusal
@@ -43,6 +43,8 @@ small_int = st.one_of(st.integers(-3, 300), anything)
     dropout_p=st.one_of(st.floats(-1, 2), anything),
     seed=st.one_of(st.integers(-1, 2**33), anything),
     scale=st.one_of(st.none(), st.floats(), anything),
+    cu_seqlens_q=st.one_of(st.none(), st.lists(st.integers(-2, 300), max_size=5).map(tuple)),
+    cu_seqlens_k=st.one_of(st.none(), st.lists(st.integers(-2, 300), max_size=5).map(tuple)),
 )
 def test_validate_refuses_with_a_named_argument_or_accepts(**kw: object) -> None:
     try:
@@ -89,13 +91,17 @@ runnable_cases = st.builds(
 )
 
 
-@pytest.mark.browser
-@settings(
+# Runs on a runtime: the same examples every run, no deadline (CPU adapters are slow).
+RUN_SETTINGS = settings(
     max_examples=20,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@pytest.mark.browser
+@RUN_SETTINGS
 @given(case=runnable_cases)
 def test_valid_configurations_run_and_pass(harness: Session, variant: str, case: Case) -> None:
     validate(case.config())
@@ -106,3 +112,46 @@ def test_valid_configurations_run_and_pass(harness: Session, variant: str, case:
         return  # not a verdict on the kernel
     result = evaluate(case, harness, variant=variant)
     assert result.passed or covered, f"{case.id} ({variant}):\n{result.failures()}"
+
+
+# Variable-length batches: 1 to 4 sequences of 0 to 70 queries and keys each (at least one
+# of each overall), with every axis a varlen batch may combine.
+varlen_cases = st.builds(
+    lambda hd, h, lens, causal, off, wl, wr, cap, alibi, p: varlen(
+        hd,
+        tuple(q for q, _ in lens),
+        tuple(k for _, k in lens),
+        num_heads=h[0],
+        num_kv_heads=h[1],
+        causal=causal,
+        offset=off,
+        window_left=wl,
+        window_right=wr,
+        softcap=cap,
+        alibi=alibi,
+        dropout_p=p,
+    ),
+    st.integers(1, 256),
+    heads,
+    st.lists(st.tuples(st.integers(0, 70), st.integers(0, 70)), min_size=1, max_size=4).filter(
+        lambda lens: max(q for q, _ in lens) > 0 and max(k for _, k in lens) > 0
+    ),
+    st.booleans(),
+    st.integers(-20, 20),
+    st.sampled_from([-1, -1, 0, 5]),
+    st.sampled_from([-1, -1, 0, 9]),
+    st.sampled_from([0.0, 0.0, 3.0]),
+    st.sampled_from(ALIBI_KINDS),
+    st.sampled_from([0.0, 0.0, 0.17]),
+)
+
+
+@pytest.mark.browser
+@settings(RUN_SETTINGS, max_examples=8)
+@given(case=varlen_cases)
+def test_valid_varlen_batches_run_and_pass(harness: Session, variant: str, case: Case) -> None:
+    validate(case.config())
+    if refusal(variant, case.config()):
+        return  # the seed supports no variable-length batch
+    result = evaluate(case, harness, variant=variant)
+    assert result.passed, f"{case.id} ({variant}):\n{result.failures()}"

@@ -161,7 +161,7 @@ def test_params_pack_in_any_declared_order() -> None:
     seq_k, window, scale, pad, kv, *rest = struct.unpack("<IIfII3I", data)
     assert (seq_k, window, pad, kv, rest) == (203, 17, 0, 2, [0, 0, 0])
     assert scale == pytest.approx(59**-0.5, rel=1e-7)
-    assert len(pack_params(cfg)) == PARAMS_SIZE == params_size(DEFAULT_PARAMS) == 96
+    assert len(pack_params(cfg)) == PARAMS_SIZE == params_size(DEFAULT_PARAMS) == 112
     with pytest.raises(ConfigError, match=r"params: unknown field 'sead'.*known: batch_size"):
         pack_params(cfg, ("seq_q", "sead"))
 

@@ -125,7 +125,7 @@ def test_feature_axes_are_the_fast_variants_and_skipped_by_the_seed() -> None:
     from py_harness.variant import FEATURES, SEED_FEATURES
 
     new_axes = set(FEATURES) - SEED_FEATURES
-    assert new_axes == {"bottom_right", "window_lr", "softcap", "alibi"}
+    assert new_axes == {"bottom_right", "window_lr", "softcap", "alibi", "varlen"}
     used_somewhere = set()
     for case in CASES:
         cfg = case.config()

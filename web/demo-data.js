@@ -67,8 +67,11 @@ export function makeInputs(cfg, preset, seed) {
     for (let i = 0; i < n; i++) a[i] = next();
     return a;
   };
-  const qn = cfg.batch * cfg.seq_q * cfg.num_heads * cfg.head_dim;
-  const kvn = cfg.batch * cfg.seq_k * (cfg.num_kv_heads ?? cfg.num_heads) * cfg.head_dim;
+  const qn = totalRows(cfg.cu_seqlens_q, cfg.batch * cfg.seq_q) * cfg.num_heads * cfg.head_dim;
+  const kvn =
+    totalRows(cfg.cu_seqlens_k, cfg.batch * cfg.seq_k) *
+    (cfg.num_kv_heads ?? cfg.num_heads) *
+    cfg.head_dim;
   const x = { q: fill(qn), k: fill(kvn), v: fill(kvn), d_out: fill(qn) };
   const mask = makeMask(cfg, preset, fill);
   if (mask) x.mask = mask;
@@ -122,12 +125,60 @@ export function fromBase64(b64) {
 }
 
 // FlashAttention's count (its benchmarks): forward 4·B·H·Sq·Sk·D (two matmuls, 2 FLOPs per
-// multiply-add), backward 2.5× forward (five matmuls instead of two), both halved for causal.
-// Windows and masks are not discounted.
+// multiply-add; a variable-length batch: the sum over its sequences), backward 2.5× forward
+// (five matmuls instead of two), both halved for causal. Windows and masks are not
+// discounted.
 export function flops(cfg) {
-  const fwd =
-    (4 * cfg.batch * cfg.num_heads * cfg.seq_q * cfg.seq_k * cfg.head_dim) / (cfg.causal ? 2 : 1);
+  let scores = 0;
+  for (const s of sequences(cfg)) scores += s.lq * s.lk;
+  const fwd = (4 * cfg.num_heads * scores * cfg.head_dim) / (cfg.causal ? 2 : 1);
   return { forward: fwd, backward: 2.5 * fwd };
+}
+
+// The form's variable-length batch ("77:130, 0:5": query:key lengths per sequence) as
+// [lensQ, lensK]; null when empty (a dense batch). Throws an Error naming the field.
+export function parseSeqlens(text) {
+  const t = String(text ?? "").trim();
+  if (!t) return null;
+  const lensQ = [];
+  const lensK = [];
+  for (const part of t.split(",")) {
+    const m = /^\s*(\d{1,9})\s*:\s*(\d{1,9})\s*$/.exec(part);
+    if (!m) {
+      const got = JSON.stringify(part.trim().slice(0, 40));
+      throw new Error(`seqlens: each sequence is queries:keys, e.g. 77:130; got ${got}`);
+    }
+    lensQ.push(Number(m[1]));
+    lensK.push(Number(m[2]));
+  }
+  return [lensQ, lensK];
+}
+
+// FlashAttention-2's cu_seqlens of some lengths: their running sum from 0.
+export function cuSeqlens(lens) {
+  const cu = [0];
+  for (const n of lens) cu.push(cu[cu.length - 1] + n);
+  return cu;
+}
+
+// Rows of a packed tensor: the last cu_seqlens entry, or the dense count.
+const totalRows = (cu, dense) => (cu ? cu[cu.length - 1] : dense);
+
+// AttentionConfig.sequences and sequence_offset: per batch element, its first query and key
+// rows, lengths, and causal offset (a variable-length batch aligns each sequence
+// bottom-right: causal_offset + lk - lq).
+export function sequences(cfg) {
+  const out = [];
+  for (let b = 0; b < cfg.batch; b++) {
+    const cq = cfg.cu_seqlens_q;
+    const ck = cfg.cu_seqlens_k;
+    const s = cq
+      ? { q0: cq[b], lq: cq[b + 1] - cq[b], k0: ck[b], lk: ck[b + 1] - ck[b] }
+      : { q0: b * cfg.seq_q, lq: cfg.seq_q, k0: b * cfg.seq_k, lk: cfg.seq_k };
+    s.offset = cfg.causal_offset + (cq ? s.lk - s.lq : 0);
+    out.push(s);
+  }
+  return out;
 }
 
 // PCG hash, as fa2_pcg in the WGSL and dropout.pcg on the host (u32 arithmetic).
@@ -178,7 +229,8 @@ export function alibiSlope(cfg, slopes, b, h) {
 // absent (visibleWindow, or a score <= -1e30), and `dropped` marks the weights that dropout
 // zeroes (P itself is drawn before dropout).
 export function attentionWeights(cfg, x, b, h) {
-  const { batch: B, num_heads: H, seq_q: Sq, seq_k: Sk, head_dim: D } = cfg;
+  const { num_heads: H, head_dim: D } = cfg;
+  const { q0, lq: Sq, k0, lk: Sk, offset } = sequences(cfg)[b];
   const Hkv = cfg.num_kv_heads ?? H;
   const kh = Math.floor(h / (H / Hkv));
   const scale = Math.fround(cfg.scale ?? 1 / Math.sqrt(D));
@@ -191,14 +243,14 @@ export function attentionWeights(cfg, x, b, h) {
   const dropped = new Uint8Array(Sq * Sk);
   const s = new Float64Array(Sk);
   for (let qi = 0; qi < Sq; qi++) {
-    const qa = qi + cfg.causal_offset;
-    const qo = ((b * Sq + qi) * H + h) * D;
+    const qa = qi + offset;
+    const qo = ((q0 + qi) * H + h) * D;
     let m = -Infinity;
     for (let kj = 0; kj < Sk; kj++) {
       let visible = kj - qa >= -left && kj - qa <= right;
       let score = NaN;
       if (visible) {
-        const ko = ((b * Sk + kj) * Hkv + kh) * D;
+        const ko = ((k0 + kj) * Hkv + kh) * D;
         let dot = 0;
         for (let d = 0; d < D; d++) dot += x.q[qo + d] * x.k[ko + d];
         score = scale * dot;
@@ -235,11 +287,13 @@ function maskIndexer(cfg, mask) {
     mask[b * strides[0] + h * strides[1] + qi * strides[2] + kj * strides[3]];
 }
 
-// One head's [S, D] slice of a [B, S, Hx, D] tensor.
-export function headSlice(t, B, S, Hx, D, b, h) {
+// One head's [S, D] slice of rows [row0, row0 + S) of a [rows, Hx, D] tensor (a dense
+// [B, S, Hx, D] one's batch element b starts at row b·S).
+export function headSlice(t, row0, S, Hx, D, h) {
   const out = new Float32Array(S * D);
   for (let s = 0; s < S; s++) {
-    out.set(t.subarray(((b * S + s) * Hx + h) * D, ((b * S + s) * Hx + h + 1) * D), s * D);
+    const r = row0 + s;
+    out.set(t.subarray((r * Hx + h) * D, (r * Hx + h + 1) * D), s * D);
   }
   return out;
 }

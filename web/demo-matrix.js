@@ -70,7 +70,10 @@ function renderDetail(state) {
   const r = state.smoke?.results.find((x) => x.case === id) ?? null;
   const variant = r?.variant ?? variantNow();
   const cfg = c.config;
-  const shape = `B${cfg.batch} H${cfg.num_heads} Hkv${cfg.num_kv_heads ?? cfg.num_heads} Sq${cfg.seq_q} Sk${cfg.seq_k} D${cfg.head_dim}`;
+  const heads = `H${cfg.num_heads} Hkv${cfg.num_kv_heads ?? cfg.num_heads}`;
+  const shape = cfg.cu_seqlens_q
+    ? `varlen B${cfg.batch} cu_seqlens_q [${cfg.cu_seqlens_q}] cu_seqlens_k [${cfg.cu_seqlens_k}] ${heads} D${cfg.head_dim}`
+    : `B${cfg.batch} ${heads} Sq${cfg.seq_q} Sk${cfg.seq_k} D${cfg.head_dim}`;
   const parts = [
     shape,
     ...axesParts(cfg),

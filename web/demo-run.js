@@ -11,6 +11,7 @@ import {
   flops,
   fromBase64,
   headSlice,
+  sequences,
   makeInputs,
   toBase64,
 } from "./demo-data.js";
@@ -386,7 +387,8 @@ export function renderPictures(state) {
   const b = Number($("#pick-b").value) || 0;
   const h = Number($("#pick-h").value) || 0;
   const { x } = run.arrays;
-  const { batch: B, num_heads: H, num_kv_heads: Hkv, seq_q: Sq, seq_k: Sk, head_dim: D } = c;
+  const { num_heads: H, num_kv_heads: Hkv, head_dim: D } = c;
+  const { q0, lq: Sq, k0, lk: Sk } = sequences(c)[b];
   const kh = Math.floor(h / (H / Hkv));
   const { p, dropped } = attentionWeights(c, x, b, h);
   const parts = [
@@ -414,8 +416,8 @@ export function renderPictures(state) {
   $("#weights").replaceChildren(weights);
 
   const maps = [];
-  const add = (name, S, Hx, hx, who) => {
-    const slice = (t) => headSlice(t, B, S, Hx, D, b, hx);
+  const add = (name, row0, S, Hx, hx, who) => {
+    const slice = (t) => headSlice(t, row0, S, Hx, D, hx);
     const rows = name === "dq" || name === "o" ? "query" : "key";
     const card = document.createElement("div");
     card.className = "map-pair";
@@ -446,12 +448,12 @@ export function renderPictures(state) {
     }
     maps.push(card);
   };
-  add("o", Sq, H, h, `head ${h}`);
-  add("dq", Sq, H, h, `head ${h}`);
+  add("o", q0, Sq, H, h, `head ${h}`);
+  add("dq", q0, Sq, H, h, `head ${h}`);
   const shared =
     H / Hkv > 1 ? ` (sum over heads ${kh * (H / Hkv)}–${(kh + 1) * (H / Hkv) - 1})` : "";
-  add("dk", Sk, Hkv, kh, `kv head ${kh}${shared}`);
-  add("dv", Sk, Hkv, kh, `kv head ${kh}${shared}`);
+  add("dk", k0, Sk, Hkv, kh, `kv head ${kh}${shared}`);
+  add("dv", k0, Sk, Hkv, kh, `kv head ${kh}${shared}`);
   $("#maps").replaceChildren(...maps);
   $("#maps").dataset.kind = run.kind;
   $("#pictures").hidden = false;

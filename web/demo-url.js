@@ -26,7 +26,15 @@ export const INT_FIELDS = [
 export const FLOAT_FIELDS = ["dropout_p", "softcap"];
 export const CHECK_FIELDS = ["causal"];
 export const SELECT_FIELDS = ["mask", "alibi", "variant"];
-export const FIELDS = [...INT_FIELDS, ...FLOAT_FIELDS, ...CHECK_FIELDS, ...SELECT_FIELDS];
+// Free text the form parses itself (demo-data.js's parseSeqlens checks it).
+export const TEXT_FIELDS = ["seqlens"];
+export const FIELDS = [
+  ...INT_FIELDS,
+  ...FLOAT_FIELDS,
+  ...CHECK_FIELDS,
+  ...SELECT_FIELDS,
+  ...TEXT_FIELDS,
+];
 // Not form fields: run=1 runs on load; case=ID selects a matrix case (and with run=1 runs it).
 export const OTHER_PARAMS = ["run", "case"];
 const KNOWN = new Set([...FIELDS, ...OTHER_PARAMS]);
@@ -74,6 +82,8 @@ export function readUrl(search) {
       if (TRUE_TEXT.includes(t.toLowerCase())) checked.set(name, true);
       else if (FALSE_TEXT.includes(t.toLowerCase())) checked.set(name, false);
       else errors.set(name, `${name}: the link's value ${quote(v)} is not 1 or 0`);
+    } else if (TEXT_FIELDS.includes(name)) {
+      values.set(name, v); // parsed, and refused with the field marked, by the form
     } else if (SELECT_FIELDS.includes(name)) {
       // Known or not, the select shows it: the form's validation refuses an unknown one with
       // the list of known ones.

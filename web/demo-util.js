@@ -182,8 +182,9 @@ export function axesParts(c) {
   const lr = left >= 0 || right >= 0;
   const parts = [];
   if (c.causal) parts.push("causal");
+  if (c.cu_seqlens_q) parts.push("varlen: each sequence bottom-right");
   if (c.causal_offset && (c.causal || c.window || lr || c.alibi_shape)) {
-    const br = c.causal_offset === c.seq_k - c.seq_q;
+    const br = !c.cu_seqlens_q && c.causal_offset === c.seq_k - c.seq_q;
     parts.push(br ? `bottom-right (offset ${c.causal_offset})` : `offset ${c.causal_offset}`);
   }
   if (c.window) parts.push(`window ${c.window}`);
@@ -195,8 +196,12 @@ export function axesParts(c) {
 
 // "B1 H4 Hkv2 Sq113 Sk203 D59 · causal · window 17 · mask key padding · dropout 0.1 (seed 3)"
 export function shapeText(c, mask, labels = {}) {
+  const lens = (cu) => cu.slice(1).map((x, i) => x - cu[i]);
+  const seqs = c.cu_seqlens_q
+    ? `lengths q [${lens(c.cu_seqlens_q)}] k [${lens(c.cu_seqlens_k)}]`
+    : `Sq${c.seq_q} Sk${c.seq_k}`;
   const parts = [
-    `B${c.batch} H${c.num_heads} Hkv${c.num_kv_heads} Sq${c.seq_q} Sk${c.seq_k} D${c.head_dim}`,
+    `B${c.batch} H${c.num_heads} Hkv${c.num_kv_heads} ${seqs} D${c.head_dim}`,
     ...axesParts(c),
   ];
   if (mask && mask !== "none") parts.push(`mask ${Object.hasOwn(labels, mask) ? labels[mask] : mask}`);

@@ -9,7 +9,7 @@
 
 import { call, getJSON, variantRefusal } from "./demo-api.js";
 import { runCompare } from "./demo-compare.js";
-import { ALIBI_PRESETS, MASK_PRESETS } from "./demo-data.js";
+import { ALIBI_PRESETS, MASK_PRESETS, cuSeqlens, parseSeqlens } from "./demo-data.js";
 import { wireHistory } from "./demo-history.js";
 import { initMatrix, runMatrix, selectCase, wireMatrix } from "./demo-matrix.js";
 import { renderPictures, runCase } from "./demo-run.js";
@@ -40,6 +40,10 @@ const ARG_FIELDS = new Map([
   ["case", ["batch", "num_heads", "seq_q", "seq_k", "head_dim"]],
   // Too many slopes: one per batch element and head, over what the kernels read.
   ["alibi_slopes", ["alibi", "batch", "num_heads"]],
+  // A variable-length batch: the lengths field sets all of these.
+  ["cu_seqlens_q", ["seqlens"]],
+  ["cu_seqlens_k", ["seqlens"]],
+  ["seqlens", ["seqlens"]],
 ]);
 // A variant's refusal (variant.features_used's feature) -> the form fields that set it.
 const FEATURE_FIELDS = new Map([
@@ -53,6 +57,7 @@ const FEATURE_FIELDS = new Map([
   ["mask", ["mask"]],
   ["dropout", ["dropout_p"]],
   ["gqa", ["num_kv_heads"]],
+  ["varlen", ["seqlens"]],
 ]);
 
 // The fields to mark for an error: its argument's, those of the feature a variant refuses,
@@ -178,9 +183,25 @@ function readForm() {
   const mask = f.mask.value;
   const alibi = f.alibi.value;
   config.mask_shape = presetShape(MASK_PRESETS, mask, config);
+  let seqlensError = null;
+  try {
+    const lens = parseSeqlens(f.seqlens.value);
+    if (lens) {
+      // the batch and its longest sequences (max_seqlen) follow from the lengths
+      const [lensQ, lensK] = lens;
+      config.batch = lensQ.length;
+      config.seq_q = Math.max(...lensQ);
+      config.seq_k = Math.max(...lensK);
+      config.cu_seqlens_q = cuSeqlens(lensQ);
+      config.cu_seqlens_k = cuSeqlens(lensK);
+    }
+  } catch (err) {
+    seqlensError = { argument: "seqlens", message: err.message };
+  }
   config.alibi_shape = presetShape(ALIBI_PRESETS, alibi, config);
   config.scale = null;
   return {
+    seqlensError,
     config,
     mask,
     alibi,
@@ -196,10 +217,12 @@ const elems = (shape) => (shape ?? []).reduce((a, b) => a * b, shape ? 1 : 0);
 
 // Bytes of the POST /api/judge body: 8 tensors (+ mask, + ALiBi slopes) as base64.
 function judgeBodyBytes(c) {
-  const q = c.batch * c.seq_q * c.num_heads * c.head_dim;
-  const kv = c.batch * c.seq_k * c.num_kv_heads * c.head_dim;
+  const rowsQ = c.cu_seqlens_q ? c.cu_seqlens_q[c.batch] : c.batch * c.seq_q;
+  const rowsK = c.cu_seqlens_k ? c.cu_seqlens_k[c.batch] : c.batch * c.seq_k;
+  const q = rowsQ * c.num_heads * c.head_dim;
+  const kv = rowsK * c.num_kv_heads * c.head_dim;
   const extra = elems(c.mask_shape) + elems(c.alibi_shape);
-  return Math.ceil(((4 * q + 4 * kv + c.batch * c.num_heads * c.seq_q + extra) * 4 * 4) / 3) + 4096;
+  return Math.ceil(((4 * q + 4 * kv + rowsQ * c.num_heads + extra) * 4 * 4) / 3) + 4096;
 }
 
 const known = (obj, key) => Boolean(obj) && Object.hasOwn(obj, key);
@@ -265,6 +288,7 @@ async function validateForm() {
   const f = readForm();
   const errors = [...state.urlErrors].map(([argument, message]) => ({ argument, message }));
   errors.push(...selectChecks(f).filter((e) => !state.urlErrors.has(e.argument)));
+  if (f.seqlensError && !state.urlErrors.has("seqlens")) errors.push(f.seqlensError);
   if (!errors.length && state.pythonReady) {
     const request = { config: f.config };
     if (state.info?.reference_limits) request.limits = state.info.reference_limits;

@@ -10,7 +10,7 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
                                             # (optional: the harness's own layout)
     supports = ["causal", "mask"]           # required: what configurations may use, of
                                             # causal causal_offset window mask dropout gqa
-                                            # bottom_right window_lr softcap alibi
+                                            # bottom_right window_lr softcap alibi varlen
     max_head_dim = 128                      # optional (default 128, most 256)
     [required_limits]                       # optional: device limits the kernels need
     maxComputeWorkgroupStorageSize = 16384
@@ -30,7 +30,9 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
     ...
 
 The roles (config.ROLES): inputs q k v d_out mask alibi_slopes (the slopes zero-padded to
-config.ALIBI_SLOTS floats: it may be a var<uniform> array<vec4<f32>, 4096>), packed inputs
+config.ALIBI_SLOTS floats: it may be a var<uniform> array<vec4<f32>, 4096>), seqlens (a
+variable-length batch's sequences, config.pack_seqlens: a var<uniform>
+array<vec4<u32>, 4096>; the varlen feature needs it bound), packed inputs
 kv ([B, Sk, Hkv, 2, D]) and qkv ([B, S, 3, H, D]), params (the uniform struct), outputs o
 lse dq dk dv, packed gradients dkv and dqkv (the layouts of kv and qkv; the runner splits
 them), and stats (the backward's scratch: [Delta, LSE] per query row, B x H x Sq
@@ -42,8 +44,9 @@ a missing file or entry point, an entry point that is not @compute, a role bound
 binding its module does not declare in group 0, a resource the entry point uses that no
 role is bound to (or outside group 0), unknown roles, keys and features, an output (o and
 lse in the forward; dq dk dv dkv dqkv) on a read-only binding, params on anything but a
-uniform (or a role other than alibi_slopes on one), a params struct whose fields differ
-from `params` (names, order or types), more storage buffers or invocations per workgroup
+uniform (or a role other than alibi_slopes and seqlens on one), a params struct whose
+fields differ from `params` (names, order or types), more storage buffers or invocations per
+workgroup
 than the declared (or WebGPU's default) limits. An input bound read-write is accepted: the
 buffers are fresh for each run and a kernel that wrote its inputs would fail the judge,
 not corrupt it.

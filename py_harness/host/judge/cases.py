@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...config import AttentionConfig
+from ...config import AttentionConfig, cu_seqlens
 
 MASK_KINDS = ("none", "full", "batch", "keypad", "rows-inf", "rows-1e30")
 # ALiBi slopes: none, one per head ([H]), or one per batch element and head ([B, H])
@@ -43,12 +43,20 @@ class Case:
     # FlashAttention's overflow test: q x 5, k and v x 3 (large logits must stay finite)
     large_logits: bool = False
     long: bool = False  # too slow for CPU adapters in CI (see the module docstring)
+    # A variable-length batch: each sequence's query and key lengths (made by varlen(),
+    # which sets batch, seq_q and seq_k to match); empty: a dense batch.
+    lens_q: tuple[int, ...] = ()
+    lens_k: tuple[int, ...] = ()
 
     @property
     def id(self) -> str:
-        parts = [f"d{self.head_dim}", f"sq{self.seq_q}", f"sk{self.seq_k}"]
-        if self.batch != 1:
-            parts.append(f"b{self.batch}")
+        if self.lens_q:
+            lens = ".".join(map(str, self.lens_q)), ".".join(map(str, self.lens_k))
+            parts = [f"d{self.head_dim}", f"vq{lens[0]}", f"vk{lens[1]}"]
+        else:
+            parts = [f"d{self.head_dim}", f"sq{self.seq_q}", f"sk{self.seq_k}"]
+            if self.batch != 1:
+                parts.append(f"b{self.batch}")
         if self.num_kv_heads == self.num_heads:
             parts.append(f"h{self.num_heads}")
         elif self.num_kv_heads == 1:
@@ -110,7 +118,23 @@ class Case:
             mask_shape=mask_shape,
             dropout_p=self.dropout_p,
             seed=self.seed,
+            cu_seqlens_q=cu_seqlens(self.lens_q) if self.lens_q else None,
+            cu_seqlens_k=cu_seqlens(self.lens_k) if self.lens_k else None,
         )
+
+
+def varlen(head_dim: int, lens_q: tuple[int, ...], lens_k: tuple[int, ...], **kw: object) -> Case:
+    """A variable-length batch case: sequence b has lens_q[b] queries and lens_k[b] keys
+    (packed, FlashAttention-2's cu_seqlens); its id lists them (vq77.0.130-vk130.5.0)."""
+    return Case(
+        head_dim,
+        max(lens_q),
+        max(lens_k),
+        batch=len(lens_q),
+        lens_q=lens_q,
+        lens_k=lens_k,
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 CONTROL = Case(64, 128, 128, batch=2, smoke=True, repeat_backward=True)
@@ -277,6 +301,33 @@ CASES: tuple[Case, ...] = (
         alibi="batch",
         dropout_p=0.17,
     ),
+    # Variable-length batches (FlashAttention-2's cu_seqlens), each sequence aligned
+    # bottom-right on its own: causal GQA over sequences longer and shorter on either side,
+    # one without queries, one without keys, one of a single query; a (left, right) window,
+    # a softcap, per-sequence ALiBi slopes and dropout; the key-tile rounds of the fast
+    # backward (4 slots over up to 5 key tiles) over sequences of 1 to 5 tiles; head_dim 256
+    varlen(
+        59,
+        (77, 0, 130, 1, 64),
+        (130, 5, 0, 64, 64),
+        num_heads=6,
+        num_kv_heads=2,
+        causal=True,
+        smoke=True,
+    ),
+    varlen(
+        64,
+        (113, 40, 200),
+        (113, 300, 70),
+        window_left=30,
+        window_right=5,
+        softcap=4.0,
+        alibi="batch",
+        dropout_p=0.17,
+        smoke=True,
+    ),
+    varlen(8, (300, 17, 129), (257, 300, 64), num_heads=128, num_kv_heads=64, causal=True),
+    varlen(256, (70, 129), (130, 33), num_heads=2, num_kv_heads=2, offset=3, causal=True),
     # ... and at sizes for GPUs: S = 4096 with MQA, 32768 rows per key; head_dim 256
     Case(64, 4096, 4096, num_heads=4, num_kv_heads=1, causal=True, long=True),
     Case(128, 1024, 256, num_heads=32, num_kv_heads=1, long=True),

@@ -36,13 +36,15 @@ def hash3(x: ArrayLike, y: ArrayLike, z: ArrayLike) -> NDArray[np.uint32]:
 
 
 def dropout_bits(
-    seed: int, batch: int, num_heads: int, seq_q: int, seq_k: int
+    seed: int, batch: int, num_heads: int, seq_q: int, seq_k: int, batch0: int = 0
 ) -> NDArray[np.uint32]:
     """The 24 random bits of every weight, shape [batch, num_heads, seq_q, seq_k].
 
-    bits[b, h, qi, kj] = hash3(seed ^ pcg(b * num_heads + h), qi, kj) >> 8.
+    bits[b, h, qi, kj] = hash3(seed ^ pcg((batch0 + b) * num_heads + h), qi, kj) >> 8
+    (batch0: the first batch element's index, for one sequence of a variable-length batch,
+    whose qi and kj count from its own start).
     """
-    bh = np.arange(batch * num_heads, dtype=_U32)
+    bh = np.arange(batch0 * num_heads, (batch0 + batch) * num_heads, dtype=_U32)
     x = (_u32(seed) ^ pcg(bh))[:, None, None]
     qi = np.arange(seq_q, dtype=_U32)[:, None]
     kj = np.arange(seq_k, dtype=_U32)
@@ -53,13 +55,13 @@ def dropout_bits(
 
 
 def dropout_uniform(
-    seed: int, batch: int, num_heads: int, seq_q: int, seq_k: int
+    seed: int, batch: int, num_heads: int, seq_q: int, seq_k: int, batch0: int = 0
 ) -> NDArray[np.float32]:
     """The uniform u in [0, 1) of every weight as the shader computes it (float32).
 
     f32(bits) * 2**-24 is exact in float32 (bits < 2**24), so this is bit-exact.
     """
-    bits = dropout_bits(seed, batch, num_heads, seq_q, seq_k)
+    bits = dropout_bits(seed, batch, num_heads, seq_q, seq_k, batch0)
     return bits.astype(np.float32) * np.float32(1.0 / 16777216.0)
 
 
@@ -71,13 +73,15 @@ def dropout_multiplier(
     seq_q: int,
     seq_k: int,
     dtype: DTypeLike = np.float64,
+    batch0: int = 0,
 ) -> NDArray[np.floating]:
     """Dropout multiplier M[b, h, qi, kj]: 0 if dropped, 1 / (1 - p) if kept.
 
     Mirrors dropout_scale: p is the float32 uniform the kernel receives; keep iff
     u >= p compared exactly in float32; M == 1 exactly when p <= 0. The keep scale
     1 / (1 - p) is evaluated in `dtype` from float32(p) (float32: as the kernel
-    does, up to the GPU's division ULP error; float64: the exact reference).
+    does, up to the GPU's division ULP error; float64: the exact reference). batch0: as
+    for dropout_bits.
     """
     shape = (batch, num_heads, seq_q, seq_k)
     p32 = np.float32(p)
@@ -85,7 +89,7 @@ def dropout_multiplier(
         return np.ones(shape, dtype)
     if p32 >= 1:  # every u < 1 <= p is dropped; avoid the 1 / 0
         return np.zeros(shape, dtype)
-    keep = dropout_uniform(seed, batch, num_heads, seq_q, seq_k) >= p32
+    keep = dropout_uniform(seed, batch, num_heads, seq_q, seq_k, batch0) >= p32
     one = np.asarray(1, dtype)
     scale = one / (one - np.asarray(p32, dtype))
     return np.where(keep, scale, np.zeros((), dtype)).astype(dtype, copy=False)

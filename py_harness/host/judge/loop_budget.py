@@ -26,6 +26,7 @@ measured break points, so an edit that changes a kernel's loops shows there.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from ...config import AttentionConfig, ConfigError, kernel_window
 from ...kernels import FAST, FAST_ROWS
@@ -222,6 +223,26 @@ def fast_counts(cfg: AttentionConfig) -> dict[str, int]:
         slots = FAST.for_head_dim(cfg.head_dim).dq_slots(cfg, LAVAPIPE_BINDING_CAP)
     except ConfigError:  # refused before any GPU work: nothing runs
         return {}
+    if cfg.varlen:  # each workgroup walks its own sequence: the largest count of any
+        out: dict[str, int] = {}
+        for _, len_q, _, len_k in cfg.sequences():
+            if len_q and len_k:
+                one = replace(
+                    cfg,
+                    batch=1,
+                    seq_q=len_q,
+                    seq_k=len_k,
+                    causal_offset=cfg.sequence_offset(len_q, len_k),
+                    cu_seqlens_q=None,
+                    cu_seqlens_k=None,
+                )
+                for entry, c in _fast_dense_counts(one, slots).items():
+                    out[entry] = max(out.get(entry, 0), c)
+        return out
+    return _fast_dense_counts(cfg, slots)
+
+
+def _fast_dense_counts(cfg: AttentionConfig, slots: int) -> dict[str, int]:
     out = {
         "fa2f_fwd": max(_fast_fwd(q0, cfg) for q0 in range(0, cfg.seq_q, FAST_ROWS)),
         "fa2f_bwd_pre": _cdiv(cfg.head_dim, 4) + 1,  # its head_dim loop

@@ -103,29 +103,29 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "(qa0 + i32(nq) - 1)",
         "(qa0 + i32(nq) - 2)",
     ),
-    _fast("full-tile-keys", FAST_COMMON, "k0 + nk > p.seq_k", "k0 + 1u > p.seq_k"),
+    _fast("full-tile-keys", FAST_COMMON, "k0 + nk > ff_seq(b).len_k", "k0 + 1u > ff_seq(b).len_k"),
     # the heaviest-first tile order off by one: tile 0 never runs, one tile runs twice
     _fast("tile-order", FAST_COMMON, "nwg.y - 1u - tile", "nwg.y - tile"),
     # tile ranges
     _fast(
         "key-range-window",
-        FORWARD_FILE,  # the fast kernels use the forward's fa2_key_range
-        "p.query_shift - p.key_left;",
-        "p.query_shift - p.key_left + 1;",
+        FAST_COMMON,
+        "ff_seq(b).shift - p.key_left;",
+        "ff_seq(b).shift - p.key_left + 1;",
     ),
     _fast(
         "query-range-causal",
         FAST_COMMON,
-        "p.query_shift - p.key_right;",
-        "p.query_shift - p.key_right + 1;",
+        "ff_seq(b).shift - p.key_right;",
+        "ff_seq(b).shift - p.key_right + 1;",
     ),
     # FlashAttention-2's axes (docs/features.md). A negative offset clamped to 0 (as a u32
     # offset would be); the window's sides swapped; the right edge's range one key short
     _fast(
         "negative-shift-clamped",
         FAST_COMMON,
-        "(vec4<i32>(qi) + p.query_shift)",
-        "(vec4<i32>(qi) + max(p.query_shift, 0))",
+        "(vec4<i32>(qi) + ff_seq(b).shift)",
+        "(vec4<i32>(qi) + max(ff_seq(b).shift, 0))",
     ),
     _fast(
         "window-sides-swapped",
@@ -177,7 +177,7 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "alibi-top-left",
         FAST_COMMON,
-        "let d = vec4<i32>(kj) - (vec4<i32>(qi) + p.query_shift);\n    return s - slope",
+        "let d = vec4<i32>(kj) - (vec4<i32>(qi) + ff_seq(b).shift);\n    return s - slope",
         "let d = vec4<i32>(kj) - vec4<i32>(qi);\n    return s - slope",
     ),
     _fast("alibi-batch-stride", FAST_COMMON, "b * p.alibi_stride_b + h;", "h;"),
@@ -217,7 +217,7 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast("dropout-hash", FAST_COMMON, "(word >> vec4<u32>(22u))", "(word >> vec4<u32>(21u))"),
     # Delta, per-row statistics, LSE
     _fast("no-delta", FAST_BWD, "vec2<f32>((acc.x + acc.y) + (acc.z + acc.w),", "vec2<f32>(0.0,"),
-    _fast("row-stats", FAST_BWD, "ffb_stat(bh, qc.y)", "ffb_stat(bh, qc.x)"),
+    _fast("row-stats", FAST_BWD, "ffb_stat(b, h, qc.y)", "ffb_stat(b, h, qc.x)"),
     _fast("fwd-lse-off", FAST_FWD, "m + log(lt)", "m + log(lt + 1.0e-3)"),
     # the second half of head_dim (> 64): not rescaled, or the first half stored twice
     _fast("fwd-no-rescale-hi", FAST_FWD, "o.hi[0] * corr.x,", "o.hi[0],"),
@@ -246,8 +246,8 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "dq-col-block-add",
         FAST_BWD,
-        "(t, slot, bh, qr, ff_col0, dq.lo)",
-        "(t, slot, bh, qr, 0u, dq.lo)",
+        "(t, slot, b, h, qr, ff_col0, dq.lo)",
+        "(t, slot, b, h, qr, 0u, dq.lo)",
     ),
     _fast(
         "rows-col-block",
@@ -299,8 +299,34 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "dq-sums-unaligned",
         FAST_BWD,
-        "return (2u * p.batch_size * p.num_heads * p.seq_q + 3u) & ~3u;",
-        "return 2u * p.batch_size * p.num_heads * p.seq_q;",
+        "return (2u * p.num_heads * p.total_q + 3u) & ~3u;",
+        "return 2u * p.num_heads * p.total_q;",
+    ),
+    # Variable-length batches (ff_seq): a sequence's query rows at the dense place, its
+    # keys read from its query rows, each sequence aligned top-left (FlashAttention-2 aligns
+    # each bottom-right), the LSE's heads seq_q apart instead of total_q, the dQ sum pass
+    # running to the longest sequence (its rows past the end are the next sequence's), the
+    # ALiBi distance of the dense alignment, the forward's dropout hashed on packed rows
+    _fast(
+        "varlen-dense-rows", FAST_COMMON, "return FfSeq(s.x, s.y,", "return FfSeq(b * p.seq_q, s.y,"
+    ),
+    _fast(
+        "varlen-keys-at-queries", FAST_COMMON, "return FfSeq(s.x, s.y,", "return FfSeq(s.x, s.x,"
+    ),
+    _fast("varlen-top-left", FAST_COMMON, "p.query_shift + i32(s.w) - i32(s.z)", "p.query_shift"),
+    _fast("varlen-lse-head-stride", FAST_COMMON, "s.x, p.total_q);", "s.x, p.seq_q);"),
+    _fast("varlen-dq-sum-rows", FAST_BWD, "if (qi >= ff_seq(b).len_q ||", "if (qi >= p.seq_q ||"),
+    _fast(
+        "varlen-alibi-dense-shift",
+        FAST_COMMON,
+        "(vec4<i32>(qi) + ff_seq(b).shift);\n    return s - slope",
+        "(vec4<i32>(qi) + p.query_shift);\n    return s - slope",
+    ),
+    _fast(
+        "varlen-fwd-dropout-packed-rows",
+        FAST_FWD,
+        "s[1] * ff_keep4(bh, vec4<u32>(rows.y), kc)",
+        "s[1] * ff_keep4(bh, vec4<u32>(rows.y + ff_seq(b).q_row0), kc)",
     ),
     # Precision (see _rounded; ratios: the judge's error / bound on the first catcher, input
     # draws 0-4, lavapipe and SwiftShader alike). The LSE the forward stores: 17 bits leave
@@ -535,6 +561,8 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 
+# The varlen smoke case with every other axis.
+VARLEN_ALL = "d64-vq113.40.200-vk113.300.70-h4-wl30-wr5-cap4-alibi-b-drop0.17"
 # The smoke case that first caught each mutant (measured with wgpu-py on lavapipe).
 # tests/test_planted_bugs.py tries it first and then every other smoke case, so this
 # only orders the search (each mutant recompiles pipelines; SwiftShader compiles slowly).
@@ -612,6 +640,14 @@ FIRST_CATCH: dict[str, str] = {
     "fast-fwd-alibi-full-tile": "d64-sq113-sk203-h4-alibi",
     "fast-bwd-alibi-full-tile": "d64-sq113-sk203-h4-alibi",
     "fast-alibi-slope-17bits": "d59-sq203-sk113-b2-gqa6x2-causal-br-alibi-b",
+    "fast-varlen-dense-rows": "d59-vq77.0.130.1.64-vk130.5.0.64.64-gqa6x2-causal",
+    "fast-varlen-keys-at-queries": "d59-vq77.0.130.1.64-vk130.5.0.64.64-gqa6x2-causal",
+    "fast-varlen-top-left": "d59-vq77.0.130.1.64-vk130.5.0.64.64-gqa6x2-causal",
+    "fast-varlen-lse-head-stride": "d59-vq77.0.130.1.64-vk130.5.0.64.64-gqa6x2-causal",
+    "fast-varlen-dq-sum-rows": "d59-vq77.0.130.1.64-vk130.5.0.64.64-gqa6x2-causal",
+    **dict.fromkeys(
+        ("fast-varlen-alibi-dense-shift", "fast-varlen-fwd-dropout-packed-rows"), VARLEN_ALL
+    ),
     "fwd-l-17bits": "d64-sq64-sk1031-h2",
     "fwd-lse-17bits": "d1-sq17-sk17-h4",
     "bwd-lse-17bits": "d64-sq17-sk128-h4-big",

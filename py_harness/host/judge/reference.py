@@ -160,6 +160,7 @@ def attention_ref(
     seed: int = 0,
     scale: float | None = None,
     dtype: DTypeLike = np.float64,
+    dropout_batch0: int = 0,
 ) -> tuple[Array, Array]:
     """Forward reference: returns (o [B, Sq, H, D], lse [B, H, Sq]) in dtype.
 
@@ -169,12 +170,13 @@ def attention_ref(
     softcap: > 0 caps the scaled scores at +-softcap (rounded to float32 like the kernel's).
     alibi_slopes: [H] or [B, H] float32 slopes (alibi_bias), None for no ALiBi.
     scale: defaults to 1 / sqrt(D); rounded to float32 like the kernel's parameter.
-    dropout_p, seed: the kernel's dropout (dropout.dropout_multiplier).
+    dropout_p, seed: the kernel's dropout (dropout.dropout_multiplier); dropout_batch0:
+    the first batch element's index in the hash (one sequence of a variable-length batch).
     """
     vis = _visibility(causal, causal_offset, window, window_left, window_right)
     p, lse, _, _ = _probs(q, k, v, mask, alibi_slopes, vis, softcap, scale, dtype)
     b, h, sq, sk = p.shape
-    mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, dtype)
+    mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, dtype, dropout_batch0)
     o = (p * mult) @ _heads(v, h, dtype)
     return o.transpose(0, 2, 1, 3), lse
 
@@ -198,6 +200,7 @@ def attention_bwd_ref(
     seed: int = 0,
     scale: float | None = None,
     dtype: DTypeLike = np.float64,
+    dropout_batch0: int = 0,
 ) -> tuple[Array, Array, Array]:
     """Backward reference: returns (dq [B, Sq, H, D], dk, dv [B, Sk, Hkv, D]) in dtype.
 
@@ -213,7 +216,7 @@ def attention_bwd_ref(
     p, _, scale, cap_grad = _probs(q, k, v, mask, alibi_slopes, vis, softcap, scale, dtype)
     b, h, sq, sk = p.shape
     hkv = np.shape(k)[2]
-    mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, dtype)
+    mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, dtype, dropout_batch0)
     qh, kh, vh = _heads(q, h, dtype), _heads(k, h, dtype), _heads(v, h, dtype)
     doh = _heads(d_out, h, dtype)
     oh = (p * mult) @ vh if o is None else _heads(o, h, dtype)

@@ -119,6 +119,7 @@ def attention_seq32(
     dropout_p: float = 0.0,
     seed: int = 0,
     scale: float | None = None,
+    dropout_batch0: int = 0,
 ) -> dict[str, NDArray[np.float32]]:
     """Forward and backward in float32 with sequential sums: {o, lse, dq, dk, dv}.
 
@@ -155,7 +156,7 @@ def attention_seq32(
     present = valid.any(-1, keepdims=True)  # [B, H, Sq, 1]
     m = np.where(present, np.max(s, -1, where=valid, initial=-np.inf, keepdims=True), F32(0))
     e = np.where(valid, exp32(np.where(valid, s - m, F32(0))), F32(0))
-    mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, F32)
+    mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, F32, dropout_batch0)
     l_sum = seq_rowsum(e)
     safe_l = np.where(present, l_sum, F32(1))
     o = np.where(present, seq_matmul(e * mult, vh) / safe_l, F32(0))  # [B, H, Sq, D]

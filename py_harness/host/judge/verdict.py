@@ -11,6 +11,7 @@ Host-only module; nothing that runs in Pyodide imports it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,20 +37,71 @@ def _kwargs(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> dict[str, Any]:
     }
 
 
+Outputs = dict[str, np.ndarray]
+
+
+def _per_sequence(
+    cfg: AttentionConfig,
+    x: dict[str, np.ndarray],
+    dtype: type,
+    run: Callable[[dict[str, Any], dict[str, np.ndarray]], Outputs],
+) -> Outputs:
+    """run(kwargs, x) on the whole batch; for a variable-length batch, on each sequence as a
+    dense batch of one (its own causal offset, ALiBi slopes and place in the dropout hash)
+    with the results packed back: o, dq [total_q, H, D], lse [H, total_q], dk, dv
+    [total_k, Hkv, D]. A sequence without queries or keys has nothing to compute: its rows
+    keep O = 0, LSE = EMPTY_LSE and zero gradients."""
+    kw = _kwargs(cfg, x)
+    if not cfg.varlen:
+        return run(kw, x)
+    shapes = cfg.shapes()
+    out = {n: np.zeros(shapes[n], dtype) for n in OUTPUTS}
+    out["lse"][:] = reference.EMPTY_LSE
+    slopes = x.get("alibi_slopes")
+    for b, (q0, len_q, k0, len_k) in enumerate(cfg.sequences()):
+        if not (len_q and len_k):
+            continue
+        rows, keys = slice(q0, q0 + len_q), slice(k0, k0 + len_k)
+        xb = {n: x[n][rows][None] for n in ("q", "d_out")}
+        xb |= {n: x[n][keys][None] for n in ("k", "v")}
+        kwb = kw | {
+            "causal_offset": cfg.sequence_offset(len_q, len_k),
+            "alibi_slopes": None
+            if slopes is None
+            else slopes.reshape(-1, cfg.num_heads)[-1 if slopes.ndim == 1 else b],
+            "dropout_batch0": b,
+        }
+        r = run(kwb, xb)
+        for n in ("o", "dq"):
+            out[n][rows] = r[n][0]
+        out["lse"][:, rows] = r["lse"][0]
+        for n in ("dk", "dv"):
+            out[n][keys] = r[n][0]
+    return out
+
+
 def references(
     cfg: AttentionConfig, x: dict[str, np.ndarray], dtype: type
 ) -> dict[str, np.ndarray]:
     """The plain formula (reference.py) in dtype: {o, lse, dq, dk, dv}. x: q, k, v, d_out
     (and mask, alibi_slopes) as float32 arrays in the kernels' layouts."""
-    kw = _kwargs(cfg, x) | {"dtype": dtype}
-    o, lse = reference.attention_ref(x["q"], x["k"], x["v"], **kw)
-    dq, dk, dv = reference.attention_bwd_ref(x["q"], x["k"], x["v"], None, x["d_out"], **kw)
-    return {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv}
+
+    def run(kw: dict[str, Any], xs: dict[str, np.ndarray]) -> Outputs:
+        kw = kw | {"dtype": dtype}
+        o, lse = reference.attention_ref(xs["q"], xs["k"], xs["v"], **kw)
+        dq, dk, dv = reference.attention_bwd_ref(xs["q"], xs["k"], xs["v"], None, xs["d_out"], **kw)
+        return {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv}
+
+    return _per_sequence(cfg, x, dtype, run)
 
 
 def baselines(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
     """The honest float32 results the rule measures a kernel against, by name."""
-    seq = attention_seq32(x["q"], x["k"], x["v"], x["d_out"], **_kwargs(cfg, x))
+
+    def run(kw: dict[str, Any], xs: dict[str, np.ndarray]) -> Outputs:
+        return attention_seq32(xs["q"], xs["k"], xs["v"], xs["d_out"], **kw)
+
+    seq = _per_sequence(cfg, x, np.float32, run)
     return {"blas32": references(cfg, x, np.float32), "seq32": seq}
 
 

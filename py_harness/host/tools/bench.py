@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...config import AttentionConfig
+from ...config import AttentionConfig, cu_seqlens
 from ...kernels import VARIANTS
 from ..paths import SHADER_DIR, output_dir, shader_sources
 from ..runtimes.registry import RUNTIMES, runtime
@@ -110,7 +110,7 @@ def _run(session: Session, args: argparse.Namespace) -> int:
     timestamps = "timestamp-query" in adapter["features"]
     kind = _adapter_type(info)
     defaults = CPU_DEFAULTS if kind == "CPU" else GPU_DEFAULTS
-    seqs = _ints(args.seq or defaults["seq"])
+    seqs = [max(args.lengths)] if args.lengths else _ints(args.seq or defaults["seq"])
     dims = _ints(args.head_dim or defaults["head_dim"])
     heads = args.heads or defaults["heads"]
     args.runs = args.runs or defaults["runs"]
@@ -198,10 +198,10 @@ def _measure(session, cfg, variants, torch, tdev, args, skipped) -> tuple[list[R
     x = make_inputs(cfg)
     rows: list[Row] = []
     torch_row = None
-    if torch is not None:
+    if torch is not None and not cfg.varlen:  # SDPA has no variable-length batches
         torch_row = _guard(skipped, "torch", bench_torch, torch, tdev, cfg, x, args)
         rows += [torch_row] if torch_row else []
-    if cfg.seq_q <= args.numpy_max_seq:
+    if cfg.seq_q <= args.numpy_max_seq and not cfg.varlen:
         r = _guard(skipped, "numpy", bench_numpy, cfg, x, args)
         rows += [r] if r else []
     for v in variants:
@@ -218,19 +218,25 @@ def _measure(session, cfg, variants, torch, tdev, args, skipped) -> tuple[list[R
 def _config(
     args: argparse.Namespace, heads: int, seq: int, d: int, causal: bool
 ) -> AttentionConfig:
-    """One benchmarked size (Sq = Sk = seq) with the command line's feature options."""
+    """One benchmarked size (Sq = Sk = seq) with the command line's feature options; with
+    --lengths, the variable-length batch of those sequences instead (seq: the longest)."""
+    batch, cu = args.batch, None
+    if args.lengths:
+        batch, cu = len(args.lengths), cu_seqlens(args.lengths)
     return AttentionConfig(
-        args.batch,
+        batch,
         heads,
         seq,
         seq,
         d,
+        cu_seqlens_q=cu,
+        cu_seqlens_k=cu,
         num_kv_heads=args.kv_heads,
         causal=causal,
         window_left=args.window_left,
         window_right=args.window_right,
         softcap=args.softcap,
-        alibi_shape={"none": None, "head": (heads,), "batch": (args.batch, heads)}[args.alibi],
+        alibi_shape={"none": None, "head": (heads,), "batch": (batch, heads)}[args.alibi],
     )
 
 
@@ -324,6 +330,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--causal", default="both", choices=["both", "yes", "no"])
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument(
+        "--lengths",
+        type=_ints,
+        help="a variable-length batch (cu_seqlens) of these sequence lengths, Sq = Sk each, "
+        "instead of --seq and --batch (e.g. 1024,256,768,512,128,640,384,384); no torch or "
+        "NumPy rows: compare with --seq of their sum",
+    )
     ap.add_argument(
         "--heads",
         type=int,

@@ -39,8 +39,10 @@ class Row:
 
 
 def flops(cfg: AttentionConfig) -> tuple[float, float]:
-    """(forward, backward) FLOPs: 4 B H Sq Sk D and 2.5x that, halved when causal."""
-    f = 4.0 * cfg.batch * cfg.num_heads * cfg.seq_q * cfg.seq_k * cfg.head_dim
+    """(forward, backward) FLOPs: 4 B H Sq Sk D (a variable-length batch: summed over its
+    sequences) and 2.5x that, halved when causal."""
+    scores = sum(len_q * len_k for _, len_q, _, len_k in cfg.sequences())
+    f = 4.0 * cfg.num_heads * scores * cfg.head_dim
     f = f / 2 if cfg.causal else f
     return f, 2.5 * f
 
