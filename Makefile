@@ -17,8 +17,10 @@ check: setup
 
 # Two pytest-xdist workers even on a 2-core machine: a serial run leaves a core idle while
 # it waits on browsers and pages (docs/scaling.md: 21-34% less wall time, same outcomes).
+# The 30 slowest tests are listed at the end and every test's time is in build/junit.xml:
+# where a run's time goes, without a second run to find out.
 test: setup
-	$(PY) -m pytest -n 2
+	$(PY) -m pytest -n 2 --durations=30 --junitxml=build/junit.xml
 
 smoke: setup
 	$(PY) -m pytest -n 2 -m "smoke or not browser"
