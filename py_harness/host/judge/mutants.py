@@ -135,9 +135,9 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     ),
     _fast(
         "key-range-right",
-        FORWARD_FILE,
-        "p.query_shift + p.key_right + 1;",
-        "p.query_shift + p.key_right;",
+        FAST_COMMON,
+        "ff_seq(b).shift + p.key_right + 1;",
+        "ff_seq(b).shift + p.key_right;",
     ),
     # softcap: left out of the backward's scores, its derivative dropped, tanh saturated
     # early (an argument clamp of 1.5 instead of 15)
@@ -307,14 +307,20 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     # each bottom-right), the LSE's heads seq_q apart instead of total_q, the dQ sum pass
     # running to the longest sequence (its rows past the end are the next sequence's), the
     # ALiBi distance of the dense alignment, the forward's dropout hashed on packed rows
+    _fast("varlen-dense-rows", FAST_COMMON, "select(b * p.seq_q, s.x, v),", "b * p.seq_q,"),
     _fast(
-        "varlen-dense-rows", FAST_COMMON, "return FfSeq(s.x, s.y,", "return FfSeq(b * p.seq_q, s.y,"
+        "varlen-keys-at-queries",
+        FAST_COMMON,
+        "select(b * p.seq_k, s.y, v),",
+        "select(b * p.seq_k, s.x, v),",
     ),
     _fast(
-        "varlen-keys-at-queries", FAST_COMMON, "return FfSeq(s.x, s.y,", "return FfSeq(s.x, s.x,"
+        "varlen-top-left",
+        FAST_COMMON,
+        "p.query_shift + select(0, i32(s.w) - i32(s.z), v),",
+        "p.query_shift,",
     ),
-    _fast("varlen-top-left", FAST_COMMON, "p.query_shift + i32(s.w) - i32(s.z)", "p.query_shift"),
-    _fast("varlen-lse-head-stride", FAST_COMMON, "s.x, p.total_q);", "s.x, p.seq_q);"),
+    _fast("varlen-lse-head-stride", FAST_COMMON, "select(p.seq_q, p.total_q, v)", "p.seq_q"),
     _fast("varlen-dq-sum-rows", FAST_BWD, "if (qi >= ff_seq(b).len_q ||", "if (qi >= p.seq_q ||"),
     _fast(
         "varlen-alibi-dense-shift",
