@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 # The largest head_dim any variant may declare (Variant.max_head_dim): FlashAttention-2's.
 # The seed's kernels hold a row in array<vec4<f32>, 32> registers (variant.SEED_MAX_HEAD_DIM).
@@ -107,6 +107,20 @@ class AttentionConfig:
         """The causal offset of a sequence of these lengths: causal_offset, plus
         len_k - len_q in a variable-length batch (each aligned bottom-right)."""
         return self.causal_offset + (len_k - len_q if self.varlen else 0)
+
+    def dense_sequence(self, len_q: int, len_k: int) -> AttentionConfig:
+        """One sequence of these lengths as a dense batch of one, with its own offset: what
+        the judge and the loop-budget model compute a variable-length batch's sequences as.
+        Per-batch ALiBi slopes keep their shape here; the caller passes the sequence's."""
+        return replace(
+            self,
+            batch=1,
+            seq_q=len_q,
+            seq_k=len_k,
+            causal_offset=self.sequence_offset(len_q, len_k),
+            cu_seqlens_q=None,
+            cu_seqlens_k=None,
+        )
 
     @property
     def kv_heads(self) -> int:

@@ -26,7 +26,6 @@ measured break points, so an edit that changes a kernel's loops shows there.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 from ...config import AttentionConfig, ConfigError, kernel_window
 from ...kernels import FAST, FAST_ROWS
@@ -227,15 +226,7 @@ def fast_counts(cfg: AttentionConfig) -> dict[str, int]:
         out: dict[str, int] = {}
         for _, len_q, _, len_k in cfg.sequences():
             if len_q and len_k:
-                one = replace(
-                    cfg,
-                    batch=1,
-                    seq_q=len_q,
-                    seq_k=len_k,
-                    causal_offset=cfg.sequence_offset(len_q, len_k),
-                    cu_seqlens_q=None,
-                    cu_seqlens_k=None,
-                )
+                one = cfg.dense_sequence(len_q, len_k)
                 for entry, c in _fast_dense_counts(one, slots).items():
                     out[entry] = max(out.get(entry, 0), c)
         return out

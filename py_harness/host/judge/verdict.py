@@ -51,9 +51,8 @@ def _per_sequence(
     with the results packed back: o, dq [total_q, H, D], lse [H, total_q], dk, dv
     [total_k, Hkv, D]. A sequence without queries or keys has nothing to compute: its rows
     keep O = 0, LSE = EMPTY_LSE and zero gradients."""
-    kw = _kwargs(cfg, x)
     if not cfg.varlen:
-        return run(kw, x)
+        return run(_kwargs(cfg, x), x)
     shapes = cfg.shapes()
     out = {n: np.zeros(shapes[n], dtype) for n in OUTPUTS}
     out["lse"][:] = reference.EMPTY_LSE
@@ -64,11 +63,9 @@ def _per_sequence(
         rows, keys = slice(q0, q0 + len_q), slice(k0, k0 + len_k)
         xb = {n: x[n][rows][None] for n in ("q", "d_out")}
         xb |= {n: x[n][keys][None] for n in ("k", "v")}
-        kwb = kw | {
-            "causal_offset": cfg.sequence_offset(len_q, len_k),
-            "alibi_slopes": None
-            if slopes is None
-            else slopes.reshape(-1, cfg.num_heads)[-1 if slopes.ndim == 1 else b],
+        kwb = _kwargs(cfg.dense_sequence(len_q, len_k), x) | {
+            # [H] slopes serve every sequence; [B, H] ones a row each
+            "alibi_slopes": slopes if slopes is None or slopes.ndim == 1 else slopes[b],
             "dropout_batch0": b,
         }
         r = run(kwb, xb)
