@@ -11,6 +11,7 @@ import pytest
 from py_harness.host.engine import evaluate
 from py_harness.host.judge.cases import CONTROL, Case
 from py_harness.host.judge.inputs import make_inputs
+from py_harness.host.runtimes import exchange, sessions
 from py_harness.host.runtimes.sessions import BrowserSession, PageError, Session
 from py_harness.host.wire import run_on
 
@@ -73,6 +74,27 @@ def test_mask_may_hold_minus_inf(harness: Session) -> None:
     assert result.passed, result.failures()
     o = result.outputs["o"]  # rows masked with -inf: exactly zero, not NaN
     assert np.isfinite(o).all() and (o == 0).any()
+
+
+def test_a_large_request_goes_by_fetch_and_a_lost_one_fails_clearly(
+    harness: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not isinstance(harness, BrowserSession):
+        pytest.skip("only a page fetches its requests")
+    box = exchange.for_url(harness._base_url)
+    assert box is not None, "the plugin's pages come from a server in this process"
+    taken = []
+    take = box.take
+    monkeypatch.setattr(box, "take", lambda path: taken.append(take(path)) or taken[-1])
+    monkeypatch.setattr(sessions, "INLINE_REQUEST_MAX", 0)  # every request by fetch
+    result = evaluate(SMALL, harness)
+    assert result.passed, result.failures()
+    # The page's GET took the body; the session's clean-up found nothing left.
+    assert taken[0] is not None and taken[-1] is None and box.waiting() == 0
+    status, message, _ = harness.page.evaluate(
+        "(url) => window.runHarnessFrom('ping', url)", harness._base_url + exchange.PREFIX + "gone"
+    )
+    assert status == "error" and "did not arrive" in message and "HTTP 404" in message
 
 
 def test_hung_page_fails_that_call_and_the_next_gets_a_fresh_page(harness: Session) -> None:

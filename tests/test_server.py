@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from py_harness.host import paths
+from py_harness.host.runtimes import exchange
 from py_harness.host.serving import server
 
 SECRET = "TOP-SECRET-do-not-serve"
@@ -177,3 +178,33 @@ def test_built_wheel_excludes_host_and_is_in_lock() -> None:
     assert not [n for n in names if n.startswith("py_harness/host/")]
     # Second call must be a no-op thanks to the content stamp.
     assert build_wheel.build(log=lambda _msg: None).rebuilt is False
+
+
+def test_an_exchange_body_is_served_once_to_a_get(base_url: str) -> None:
+    box = exchange.for_url(base_url)
+    assert box is not None
+    path = box.put(b'{"big": "request"}')
+    assert fetch(base_url, path, "HEAD")[0] == 405  # a HEAD does not use up the GET
+    status, headers, body = fetch(base_url, path)
+    assert (status, body) == (200, b'{"big": "request"}')
+    assert headers["Content-Type"] == "application/json"
+    assert fetch(base_url, path)[0] == 404  # taken
+    assert fetch(base_url, exchange.PREFIX + "made-up-token")[0] == 404
+    assert box.waiting() == 0
+
+
+def test_nothing_can_be_posted_to_the_exchange(base_url: str) -> None:
+    host, port = base_url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.request("POST", exchange.PREFIX + "x", body=b"{}")
+        assert conn.getresponse().status == 405
+    finally:
+        conn.close()
+
+
+def test_a_stopped_server_has_no_exchange(site: Path) -> None:
+    srv, url = server.start_server(port=0, routes={"web": site / "web"})
+    assert exchange.for_url(url) is srv.exchange
+    server.stop(srv)
+    assert exchange.for_url(url) is None

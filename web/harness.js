@@ -3,6 +3,8 @@
 //   window.harnessReady   Promise: resolves with harnessTimings, rejects with an Error saying why
 //   window.runHarness(entry, requestJson) -> [status, value, stack], never rejects
 //       (harness-core.mjs says what they hold)
+//   window.runHarnessFrom(entry, url) -> the same, with the request JSON fetched from url:
+//       how the host sends large requests (py_harness/host/serving/exchange.py)
 //   window.harnessTimings {pyodideLoadMs, packageLoadMs, importMs, totalMs, readyAtMs}
 //   window.variantRefusal(variant, configJson) -> JSON {refusal, feature}: why a built-in
 //       variant cannot run the config (harness-core.mjs), asked before a run
@@ -55,4 +57,17 @@ window.harnessReady = booting.then(() => timings);
 window.harnessReady.catch(() => {}); // awaited by tests; avoid an "unhandled rejection" report
 
 window.runHarness = makeRunHarness(booting);
+window.runHarnessFrom = async (entry, url) => {
+  let requestJson;
+  try {
+    const resp = await fetch(url, { cache: "no-store" });
+    if (!resp.ok) {
+      throw new Error(`GET ${new URL(url).pathname}: HTTP ${resp.status}`);
+    }
+    requestJson = await resp.text();
+  } catch (err) {
+    return ["error", `the request did not arrive: ${err?.message ?? err}`, err?.stack ?? null];
+  }
+  return window.runHarness(entry, requestJson);
+};
 window.variantRefusal = makeVariantRefusal(booting);

@@ -11,15 +11,20 @@ import contextlib
 import itertools
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import paths
+from . import exchange
 
 if TYPE_CHECKING:
     from ...service import HarnessService
 
 HARNESS_PAGE = "/web/harness.html"
+# Requests longer than this go to the page by fetch where this process serves it
+# (serving/exchange.py); shorter ones, and every request to a page served elsewhere, as an
+# argument of the automation protocol's call.
+INLINE_REQUEST_MAX = 256 * 2**10
 
 
 class PageError(RuntimeError):
@@ -73,6 +78,21 @@ def native_service(implementation: str) -> HarnessService:
         return await native.request_device(implementation=implementation)
 
     return HarnessService(request_device, load_source)
+
+
+@contextlib.contextmanager
+def staged_request(base_url: str, request_json: str) -> Iterator[tuple[str | None, str | None]]:
+    """(request JSON, None) to pass inline, or (None, URL) the page fetches it from (once);
+    a body the page never fetched is dropped on exit."""
+    box = exchange.for_url(base_url) if len(request_json) > INLINE_REQUEST_MAX else None
+    if box is None:
+        yield request_json, None
+        return
+    path = box.put(request_json.encode())
+    try:
+        yield None, base_url + path
+    finally:
+        box.take(path)
 
 
 class BrowserSession(_AdapterName):
@@ -134,20 +154,24 @@ class BrowserSession(_AdapterName):
             # One wait_for_function both starts the call (on its first poll) and waits for
             # the result: Playwright enforces its timeout from outside the page, so a page
             # stuck in a loop cannot hang the host (a plain evaluate would wait forever).
-            handle = self.page.wait_for_function(
-                """([id, entry, request]) => {
-                    const calls = (window.__calls ||= {});
-                    if (!(id in calls)) {
-                        calls[id] = null;
-                        window.runHarness(entry, request).then((r) => { calls[id] = r; });
-                    }
-                    return calls[id];
-                }""",
-                arg=[call_id, entry, json.dumps(request)],
-                timeout=self.timeout_s * 1e3,
-                polling=20,
-            )
-            status, value, stack = handle.json_value()
+            with staged_request(self._base_url, json.dumps(request)) as (inline, url):
+                handle = self.page.wait_for_function(
+                    """([id, entry, request, url]) => {
+                        const calls = (window.__calls ||= {});
+                        if (!(id in calls)) {
+                            calls[id] = null;
+                            const run = url === null
+                                ? window.runHarness(entry, request)
+                                : window.runHarnessFrom(entry, url);
+                            run.then((r) => { calls[id] = r; });
+                        }
+                        return calls[id];
+                    }""",
+                    arg=[call_id, entry, inline, url],
+                    timeout=self.timeout_s * 1e3,
+                    polling=20,
+                )
+                status, value, stack = handle.json_value()
             self.page.evaluate("(id) => { delete window.__calls[id]; }", call_id)
         except PlaywrightError as exc:
             what = "crashed" if self._crashed else "did not answer"

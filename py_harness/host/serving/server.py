@@ -2,7 +2,8 @@
 line (`python server.py`, `py-harness serve`) is serve.py.
 
 Routes: /web/, /shaders/, /pyodide/, /dist/ (static.py: only the files the pages load);
-/api/ (api.py: the demo page's NumPy side); / redirects to /web/index.html.
+/api/ (api.py: the demo page's NumPy side); /exchange/ (runtimes/exchange.py: large requests from
+this process's sessions to their pages, each fetched once); / redirects to /web/index.html.
 
 Why not http.server: it holds a thread per connection with no deadline (20 slow and 20 idle
 clients each held one for 30 s), took Content-Length through str.isdigit ("²" raised) and
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import h11
 
+from ..runtimes import exchange
 from .limits import (
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_REFERENCE_MB,
@@ -84,6 +86,7 @@ class HarnessServer:
         if host not in ("", "0.0.0.0", "::"):
             names.add(host.lower())
         self.allowed_hosts = frozenset(names)
+        self.exchange = exchange.Exchange()
         self.loop = asyncio.new_event_loop()
         self._stopped = threading.Event()
         self._stop: asyncio.Event | None = None
@@ -238,6 +241,14 @@ class HarnessServer:
             )
         if raw.startswith("/api/"):
             return await self._api(request.method.decode(), raw, query, body)
+        if raw.startswith(exchange.PREFIX):
+            # HEAD must not use up the one GET.
+            if request.method == b"HEAD":
+                return error(405, "HEAD is not served here", headers=[(b"Allow", b"GET")])
+            data = self.exchange.take(raw)
+            if data is None:
+                return error(404, f"Not Found: {raw[:200]}")
+            return Reply(200, data, "application/json")
         status, route, path = resolve(self.routes, raw)
         if path is None:
             return error(status, f"{HTTPStatus(status).phrase}: {raw[:200]}")
@@ -318,7 +329,9 @@ def start_server(
     limits = Limits(max_body, timeout, int(max_reference_mb * 2**20), max_reference_seconds)
     server = HarnessServer((host, port), routes, verbose, limits, allow_hosts)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, base_url(host, server.server_address[1])
+    url = base_url(host, server.server_address[1])
+    exchange.register(url, server.exchange)
+    return server, url
 
 
 def base_url(host: str, port: int) -> str:
@@ -327,5 +340,6 @@ def base_url(host: str, port: int) -> str:
 
 def stop(server: HarnessServer) -> None:
     """Stop serving, close every connection and the listening socket."""
+    exchange.unregister(server.exchange)
     server.shutdown()
     server.server_close()
