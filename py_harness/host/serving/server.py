@@ -89,6 +89,7 @@ class HarnessServer:
         self.exchange = exchange.Exchange()
         self.loop = asyncio.new_event_loop()
         self._stopped = threading.Event()
+        self.serving = threading.Event()  # set once connections are accepted
         self._stop: asyncio.Event | None = None
 
     @property
@@ -115,6 +116,7 @@ class HarnessServer:
         self._stop = asyncio.Event()
         self._reference = asyncio.Semaphore(1)
         srv = await asyncio.start_server(self._connection, sock=self.socket)
+        self.serving.set()
         async with srv:
             await self._stop.wait()
             srv.close()
@@ -329,6 +331,8 @@ def start_server(
     limits = Limits(max_body, timeout, int(max_reference_mb * 2**20), max_reference_seconds)
     server = HarnessServer((host, port), routes, verbose, limits, allow_hosts)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    # A stop() before the loop took the socket would close it under the loop's feet.
+    server.serving.wait(5)
     url = base_url(host, server.server_address[1])
     exchange.register(url, server.exchange)
     return server, url
