@@ -4,7 +4,7 @@
 //   window.runHarness(entry, requestJson) -> [status, value, stack], never rejects
 //       (harness-core.mjs says what they hold)
 //   window.runHarnessFrom(entry, url) -> the same, with the request JSON fetched from url:
-//       how the host sends large requests (py_harness/host/serving/exchange.py)
+//       how the host sends large requests (py_harness/host/runtimes/exchange.py)
 //   window.harnessTimings {pyodideLoadMs, packageLoadMs, importMs, totalMs, readyAtMs}
 //   window.variantRefusal(variant, configJson) -> JSON {refusal, feature}: why a built-in
 //       variant cannot run the config (harness-core.mjs), asked before a run

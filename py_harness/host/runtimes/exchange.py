@@ -1,10 +1,11 @@
 """One-time downloads that carry a host's large requests to its pages.
 
-The automation protocols pass a script's arguments as JSON through their own processes:
-a 43 MB argument (a case's tensors as base64) took 16 s through Playwright here, where a
-page fetches the same bytes from this server in 0.13-0.36 s (docs/scaling.md). So a session
-whose page this process serves puts a large request here and hands the page a URL instead;
-the page GETs `/exchange/<token>` once and the body is gone.
+Playwright passes a script's arguments as JSON through its own processes: a 43 MB
+argument (a case's tensors as base64) took 16-19 s here, where a page fetches the same
+bytes from a local server in 0.13-0.36 s (docs/runtimes.md, scripts/transport_probe.py).
+So a session whose page a server in this process serves puts a large request in that
+server's exchange and hands the page a URL instead; the page GETs `/exchange/<token>`
+once and the body is gone.
 
 Nothing can be uploaded: only this process's sessions put bodies here, each under a
 random 192-bit token, and a token that is unknown or taken already is answered 404 like

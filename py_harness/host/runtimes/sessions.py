@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 HARNESS_PAGE = "/web/harness.html"
 # Requests longer than this go to the page by fetch where this process serves it
-# (serving/exchange.py); shorter ones, and every request to a page served elsewhere, as an
+# (exchange.py); shorter ones, and every request to a page served elsewhere, as an
 # argument of the automation protocol's call.
 INLINE_REQUEST_MAX = 256 * 2**10
 
