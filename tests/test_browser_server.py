@@ -31,6 +31,7 @@ import pytest
 from py_harness.host.runtimes.browser_server import launch_options, redact, with_launch_options
 from py_harness.host.runtimes.chromium import chromium_launch_args
 from py_harness.host.runtimes.registry import runtime
+from tests.fakes import own_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = [sys.executable, "-m", "py_harness", "browser-server", "--port", "0"]
@@ -49,11 +50,16 @@ def test_endpoint_carries_the_servers_launch_options() -> None:
 
 def test_an_unreachable_server_is_named() -> None:
     endpoint = "ws://127.0.0.1:9/nobody-here?launch-options=%7B%7D"
-    with (
-        pytest.raises(ConnectionError, match=r"ws://127\.0\.0\.1:9/nobody-here"),
-        runtime("chromium").launch(ws_endpoint=endpoint),
-    ):
-        pass
+
+    def connect() -> None:
+        with runtime("chromium").launch(ws_endpoint=endpoint):
+            pass
+
+    # On a thread of its own: a browser test before this one in the process leaves the
+    # plugin's Playwright (and its event loop) on the main thread, where a second sync
+    # Playwright refuses to start.
+    with pytest.raises(ConnectionError, match=r"ws://127\.0\.0\.1:9/nobody-here"):
+        own_thread(connect)
 
 
 def _isolated() -> bool:
