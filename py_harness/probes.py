@@ -1,5 +1,11 @@
 """Probes of the driver under the kernels: what an adapter does that it does not report.
 
+probe_workgroup_zero checks that workgroup memory starts zeroed, as WGSL requires (the
+kernels' zeroing is Tint's own on SwiftShader, not the driver's: gpu/device.py). Each
+workgroup counts the words of a workgroup array that are not zero before it writes any,
+then fills the array with a pattern. Where nothing zeroes it, a workgroup that runs where
+an earlier one ran finds that one's pattern.
+
 probe_loops measures a loop budget. Mesa's lavapipe (gallivm) gives each SIMD vector of
 shader invocations one loop limiter of 65535 passes, shared by every loop the invocations
 run and decremented at the end of every pass (the exiting pass included); once it is
@@ -67,6 +73,36 @@ fn probe_nested() {
 }
 """
 
+# 22784 bytes: the fast kernels' workgroup array (fa2_fast_common.wgsl), within the
+# 32768 that every adapter here allows. Many more workgroups than a CPU driver has threads,
+# so that each thread runs several of them, one after the other, in each dispatch.
+WORKGROUP_ZERO_WORDS = 5696
+WORKGROUP_ZERO_GROUPS = 64
+WORKGROUP_ZERO_DISPATCHES = 2
+
+ZERO_PROBE_WGSL = f"""\
+// Workgroup-zeroing probe (py_harness/probes.py). Dispatch ({WORKGROUP_ZERO_GROUPS}, 1, 1), twice.
+const WORDS: u32 = {WORKGROUP_ZERO_WORDS}u;
+@group(0) @binding(0) var<storage, read_write> nonzero: array<atomic<u32>, 1>;
+var<workgroup> scratch: array<u32, WORDS>;
+
+// nonzero[0] += the words of the workgroup array that are not zero at the start; then the
+// array is filled with words that are never zero, for the workgroups after this one.
+@compute @workgroup_size(64)
+fn probe_zero(@builtin(local_invocation_index) lid: u32) {{
+    var count = 0u;
+    for (var i = lid; i < WORDS; i += 64u) {{
+        count += select(0u, 1u, scratch[i] != 0u);
+    }}
+    atomicAdd(&nonzero[0], count);
+    workgroupBarrier();
+    for (var i = lid; i < WORDS; i += 64u) {{
+        scratch[i] = 0x9e3779b9u ^ i;
+    }}
+}}
+"""
+ZERO_PROBE = ShaderModuleSource("workgroup zero probe", (("probe_zero.wgsl", ZERO_PROBE_WGSL),))
+
 LOOP_PROBE = ShaderModuleSource("loop probe", (("probe_loops.wgsl", LOOP_PROBE_WGSL),))
 _LAYOUT = ((0, "uniform"), (1, "storage"))
 
@@ -90,3 +126,21 @@ async def probe_loops(device: Device) -> dict[str, object]:
         device.destroy_buffer(params)
         device.destroy_buffer(counts)
     return {"asked": list(asked), "single": got[0], "nested": list(got[1:])}
+
+
+async def probe_workgroup_zero(device: Device) -> dict[str, int]:
+    """Count the workgroup words that are not zero when a workgroup starts, over
+    WORKGROUP_ZERO_DISPATCHES dispatches of a kernel that then fills them: {"words": words
+    read, "nonzero": count} (0 where zeroing works)."""
+    probe = await device.compute_pipeline(ZERO_PROBE, "probe_zero", ((0, "storage"),))
+    counter = device.create_buffer_with_data(bytes(4), ("STORAGE", "COPY_SRC"), "zero probe")
+    try:
+        group = device.create_bind_group(probe, {0: counter})
+        groups = (WORKGROUP_ZERO_GROUPS, 1, 1)
+        runs = range(WORKGROUP_ZERO_DISPATCHES)
+        await device.run_passes([ComputePass(probe, group, groups, "probe_zero") for _ in runs])
+        (nonzero,) = struct.unpack_from("<I", await device.read_buffer(counter))
+    finally:
+        device.destroy_buffer(counter)
+    words = WORKGROUP_ZERO_WORDS * WORKGROUP_ZERO_GROUPS * WORKGROUP_ZERO_DISPATCHES
+    return {"words": words, "nonzero": nonzero}

@@ -36,6 +36,7 @@ ENTRIES = (
     "run_case",
     "time_case",
     "probe_loops",
+    "probe_workgroup_zero",
     "destroy_device",
 )
 
@@ -150,6 +151,10 @@ class HarnessService:
     async def probe_loops(self, request_json: str) -> str:
         """Run the loop-budget probe (probes.py) on this session's device."""
         return json.dumps(await probes.probe_loops(await self.device()))
+
+    async def probe_workgroup_zero(self, request_json: str) -> str:
+        """Run the workgroup-zeroing probe (probes.py) on this session's device."""
+        return json.dumps(await probes.probe_workgroup_zero(await self.device()))
 
     async def destroy_device(self, request_json: str) -> str:
         """Destroy the current device (to test device-loss recovery)."""

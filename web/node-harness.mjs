@@ -24,8 +24,19 @@ const say = (fields) => process.stdout.write("\x1e" + JSON.stringify(fields) + "
 const BUILD_HINT = "Build it with: python -m py_harness.host.serving.build_wheel";
 // Dawn rounds timestamp queries to 2^16 ns steps unless told not to (gpu/native.py says
 // why); Chromium under --enable-webgpu-developer-features, as the chromium runtime runs
-// it, does not round them either.
-const DAWN_OPTIONS = ["disable-dawn-features=timestamp_quantization", ...process.argv.slice(2)];
+// it, does not round them either. Dawn for Node keeps the last of a repeated option, so
+// the toggles the host turns off (on SwiftShader: gpu/device.py) join this one.
+const DAWN_OPTIONS = dawnOptions(["timestamp_quantization"], process.argv.slice(2));
+
+function dawnOptions(disabled, args) {
+  const rest = [];
+  for (const arg of args) {
+    const named = /^disable-dawn-features=(.*)$/.exec(arg);
+    if (named) disabled.push(...named[1].split(",").filter(Boolean));
+    else rest.push(arg);
+  }
+  return [`disable-dawn-features=${disabled.join(",")}`, ...rest];
+}
 
 // Relative URLs are the page's own files (page.py fetches "../shaders/NAME"): read them
 // from the checkout, as the server would serve them.

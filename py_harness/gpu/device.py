@@ -27,6 +27,16 @@ REQUIRED_LIMITS: dict[str, int] = {
     "maxComputeWorkgroupsPerDimension": 1,
 }
 
+# Dawn toggles turned off where Dawn runs on SwiftShader (every Tint runtime on a machine
+# without a GPU, and Chromium's WebGPU everywhere it has run for us). By default Dawn
+# leaves the zeroing of workgroup memory, which WGSL requires, to the driver
+# (VK_KHR_zero_initialize_workgroup_memory). SwiftShader's JIT then takes 3 to 7 times
+# as long to compile: 11.2 s for the seed's three pipelines against 1.6 s, 16.6 s against
+# 5.3 s for the fast head_dim-64 set (docs/runtimes.md). With the toggle off, Tint
+# writes the zeroing into the shader itself, as it does for drivers without the
+# extension. Kernels see the same zeroed memory either way.
+SWIFTSHADER_DAWN_DISABLED_TOGGLES = ("use_vulkan_zero_initialize_workgroup_memory_extension",)
+
 ENABLE_WEBGPU_HINT = (
     "Enable WebGPU: Chromium needs --enable-unsafe-webgpu (and --no-sandbox as root) and a "
     "page served from http://127.0.0.1 or localhost (a secure context); Firefox needs the "

@@ -18,6 +18,7 @@ from typing import Any
 from ..shaders import ShaderModuleSource, format_compile_messages
 from .device import (
     REQUIRED_LIMITS,
+    SWIFTSHADER_DAWN_DISABLED_TOGGLES,
     Buffer,
     ComputePass,
     Device,
@@ -225,5 +226,16 @@ async def request_device(
     want = device_limits(have)
     required = {_LIMIT_NAMES[k]: v for k, v in want.items()}
     features = [f for f in ("timestamp-query",) if f in adapter.features]
-    device = adapter.request_device_sync(required_limits=required, required_features=features)
+    options = {"required_limits": required, "required_features": features}
+    info = dict(adapter.info)
+    if (
+        implementation == "dawn"
+        and "swiftshader" in f"{info.get('architecture')} {info.get('device')}".lower()
+    ):
+        from wgpudawn.backends.dawn import extras  # type: ignore[import-not-found]
+
+        toggles = list(SWIFTSHADER_DAWN_DISABLED_TOGGLES)
+        device = extras.request_device_sync(adapter, disable_toggles=toggles, **options)
+    else:
+        device = adapter.request_device_sync(**options)
     return NativeDevice(gpu, implementation, adapter, device)

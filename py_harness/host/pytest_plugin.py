@@ -324,7 +324,9 @@ def check_limitation(
 
     def run(lim: Limitation) -> None:
         follows = variant_registry.limitations_of(variant)
-        if follows not in lim.variants or not lim.applies_to(harness.adapter_name()):
+        if follows not in lim.variants or not lim.applies_to(
+            harness.adapter_name(), harness.runtime
+        ):
             pytest.skip(f"{lim.name} does not concern {variant} on this adapter")
         still, what = lim.reproduce(harness)
         status = "pass" if still else "stale"

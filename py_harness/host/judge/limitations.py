@@ -46,8 +46,14 @@ class Limitation:
     covers: Callable[[str, AttentionConfig, str, bool], str | None]
     # Runs the reproducer on a session: (still reproduces, what it measured).
     reproduce: Callable[[Caller], tuple[bool, str]]
+    # The runtimes it concerns, where the fault is the implementation's and not the
+    # adapter's (() = every runtime on a matching adapter).
+    runtimes: tuple[str, ...] = ()
 
-    def applies_to(self, adapter: str) -> bool:
+    def applies_to(self, adapter: str, runtime: str = "") -> bool:
+        """Whether it concerns this adapter (its name) on this runtime (unknown: "")."""
+        if self.runtimes and runtime not in self.runtimes:
+            return False
         return re.search(self.adapters, adapter, re.IGNORECASE) is not None
 
 
@@ -224,4 +230,39 @@ LAVAPIPE_LOOPS = Limitation(
     reproduce=_loop_budget_reproduces,
 )
 
-LIMITATIONS: tuple[Limitation, ...] = (LAVAPIPE_LOOPS, SEED_SCALING)
+
+# ---- wgpu-native: workgroup memory not zeroed ----------------------------------------------
+def _never_covers(variant: str, cfg: AttentionConfig, adapter: str, large_logits: bool) -> None:
+    return None  # the built-in variants write their workgroup memory before reading it
+
+
+def _workgroup_zero_reproduces(session: Caller) -> tuple[bool, str]:
+    got = session.call("probe_workgroup_zero", {})
+    what = f"{got['nonzero']:,} of {got['words']:,} workgroup words not zero at a workgroup's start"
+    return got["nonzero"] > 0, what
+
+
+WGPU_NATIVE_ZEROING = Limitation(
+    name="wgpu-native-workgroup-zero",
+    kind=DRIVER,
+    adapters="",
+    variants=("seed", "fast"),
+    cause=(
+        "WGSL requires workgroup memory to start zeroed; wgpu-native 0.32 (the wgpu runtime) "
+        "does not zero it, so a workgroup finds what an earlier one left there. A kernel "
+        "that reads workgroup memory before writing it gets stale values on this runtime "
+        "alone; the built-in variants write before they read, so no run of theirs is covered"
+    ),
+    evidence=(
+        "probes.probe_workgroup_zero (64 workgroups of 22784 bytes, as the fast kernels use, "
+        "twice): 717,696 of 729,088 words stale on lavapipe, 546,816 on SwiftShader (all "
+        "but each thread's first workgroup); none on Firefox 153's wgpu on the same "
+        "lavapipe, none on Chromium, Dawn or Node. Dawn on SwiftShader with its "
+        "disable_workgroup_init toggle shows the same 546,816"
+    ),
+    covers=_never_covers,
+    reproduce=_workgroup_zero_reproduces,
+    runtimes=("wgpu",),
+)
+
+LIMITATIONS: tuple[Limitation, ...] = (LAVAPIPE_LOOPS, WGPU_NATIVE_ZEROING, SEED_SCALING)

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from ...gpu.device import SWIFTSHADER_DAWN_DISABLED_TOGGLES
 from .. import paths
 from .chromium import chromium_launch_args
 from .sessions import BrowserSession, NativeSession, Session
@@ -177,6 +178,12 @@ def dawn_environment() -> dict[str, str]:
     return env
 
 
+def on_swiftshader(env: dict[str, str]) -> bool:
+    """Whether a Dawn child with this environment gets SwiftShader: the Vulkan driver
+    chosen names it (dawn_environment chooses it where there is no GPU)."""
+    return any("swiftshader" in env.get(k, "").lower() for k in _DRIVER_CHOICE)
+
+
 def _dawn_driver_missing() -> str | None:
     icd = dawn_environment().get("VK_ICD_FILENAMES")
     if icd == str(SWIFTSHADER_ICD) and not SWIFTSHADER_ICD.exists():
@@ -252,12 +259,15 @@ class Node:
         from ..serving.build_wheel import build
 
         build(log=lambda _msg: None)  # the wheel and lock that Pyodide installs from
+        env = dawn_environment()
         command = [self.binary(), str(NODE_HARNESS)]
+        if on_swiftshader(env):
+            command.append("disable-dawn-features=" + ",".join(SWIFTSHADER_DAWN_DISABLED_TOGGLES))
         where = {
             "HARNESS_NODE_MODULES": str(paths.node_modules()),
             "HARNESS_DIST_DIR": str(paths.dist_dir()),
         }
-        yield _Workers(command, self.name, {**dawn_environment(), **where})
+        yield _Workers(command, self.name, {**env, **where})
 
 
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Chromium(), Firefox(), Wgpu(), Dawn(), Node())}
