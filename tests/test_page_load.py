@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from py_harness.host import paths
-from py_harness.host.serving import build_wheel, server
+from py_harness.host.serving import build_wheel, server, snapshot
 
 pytestmark = pytest.mark.browser
 
@@ -34,6 +34,44 @@ def test_timings_recorded(page: Any) -> None:
     timings = page.evaluate("() => window.harnessTimings")
     for key in ("pyodideLoadMs", "packageLoadMs", "importMs", "totalMs"):
         assert timings[key] >= 0, key
+
+
+def test_pyodide_starts_from_the_snapshot(page: Any) -> None:
+    """Where the build could make one (Node is there: setup installs it), Pyodide restores
+    its memory after start-up instead of starting Python (host/serving/snapshot.py)."""
+    if not (paths.dist_dir() / snapshot.SNAPSHOT_NAME).is_file():
+        pytest.skip("no Pyodide snapshot was built (no Node)")
+    timings = page.evaluate("() => window.harnessTimings")
+    assert timings["snapshot"] is True and "snapshotError" not in timings, timings
+
+
+def _boot_with_dist(chromium: Any, dist: Path) -> dict[str, Any]:
+    """harnessTimings of a page served with `dist` as /dist/, once ready."""
+    srv, url = server.start_server(port=0, routes={**server.default_routes(), "dist": dist})
+    page = chromium.new_page()
+    try:
+        page.goto(f"{url}/web/harness.html")
+        return page.evaluate("() => window.harnessReady")
+    finally:
+        page.close()
+        server.stop(srv)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("snapshot_bytes", [None, b"not a memory snapshot"], ids=["none", "bad"])
+def test_the_page_boots_without_a_usable_snapshot(
+    chromium: Any, tmp_path: Path, snapshot_bytes: bytes | None
+) -> None:
+    """No snapshot (the build had no Node) or one Pyodide cannot restore: Pyodide starts
+    Python itself, and says so."""
+    built = build_wheel.build(log=lambda _msg: None)
+    for f in (built.wheel, built.lockfile):
+        shutil.copy(f, tmp_path)
+    if snapshot_bytes is not None:
+        (tmp_path / snapshot.SNAPSHOT_NAME).write_bytes(snapshot_bytes)
+    timings = _boot_with_dist(chromium, tmp_path)
+    assert timings["snapshot"] is False, timings
+    assert ("snapshotError" in timings) == (snapshot_bytes is not None), timings
 
 
 def test_ping_round_trip(page: Any) -> None:

@@ -8,11 +8,13 @@ import contextlib
 import numpy as np
 import pytest
 
+from py_harness.host import paths
 from py_harness.host.engine import evaluate
 from py_harness.host.judge.cases import CONTROL, Case
 from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.runtimes import exchange, sessions
 from py_harness.host.runtimes.sessions import BrowserSession, PageError, Session
+from py_harness.host.serving import snapshot
 from py_harness.host.wire import run_on
 
 pytestmark = pytest.mark.browser
@@ -21,6 +23,17 @@ SMALL = Case(16, 17, 17, num_heads=2, num_kv_heads=2)
 
 def page_text(exc: BaseException) -> str:
     return exc.page_message if isinstance(exc, PageError) else f"{type(exc).__name__}: {exc}"
+
+
+def test_pyodide_runtimes_start_from_the_snapshot(harness: Session) -> None:
+    """Chromium, Firefox and Node run the page's Python in Pyodide: each restores Pyodide's
+    memory from the build's snapshot (host/serving/snapshot.py) instead of starting Python."""
+    timings = getattr(harness, "load_timings", {})
+    if "pyodideLoadMs" not in timings:
+        pytest.skip(f"{harness.runtime} runs no Pyodide")
+    if not (paths.dist_dir() / snapshot.SNAPSHOT_NAME).is_file():
+        pytest.skip("no Pyodide snapshot was built (no Node)")
+    assert timings["snapshot"] is True and "snapshotError" not in timings, timings
 
 
 def test_device_loss_is_reported_and_the_next_case_gets_a_new_device(harness: Session) -> None:

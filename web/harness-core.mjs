@@ -13,8 +13,28 @@ const since = (t) => Math.round((performance.now() - t) * 10) / 10;
 
 // Load Pyodide and the wheel named in the lock file; fills `timings` (ms) as it goes.
 // `started` is when the host began (the browser starts fetching the lock before this).
-export async function bootHarness(loadPyodide, options, timings, started = performance.now()) {
-  const pyodide = await loadPyodide(options);
+// `snapshot`: the bytes of build/dist/pyodide-snapshot.bin (web/pyodide-snapshot.mjs), or
+// null: Pyodide restores its memory after start-up instead of starting Python. Should
+// that fail, Pyodide starts as it would without one (timings.snapshot says which).
+export async function bootHarness(
+  loadPyodide,
+  options,
+  timings,
+  started = performance.now(),
+  snapshot = null,
+) {
+  let pyodide = null;
+  timings.snapshot = false;
+  if (snapshot) {
+    try {
+      pyodide = await loadPyodide({ ...options, _loadSnapshot: snapshot });
+      timings.snapshot = true;
+    } catch (err) {
+      timings.snapshotError = String(err?.message ?? err);
+      console.error(`Pyodide snapshot not used: ${timings.snapshotError}`);
+    }
+  }
+  pyodide ??= await loadPyodide(options);
   timings.pyodideLoadMs = since(started);
 
   const t1 = performance.now();

@@ -5,7 +5,8 @@
 //       (harness-core.mjs says what they hold)
 //   window.runHarnessFrom(entry, url) -> the same, with the request JSON fetched from url:
 //       how the host sends large requests (py_harness/host/runtimes/exchange.py)
-//   window.harnessTimings {pyodideLoadMs, packageLoadMs, importMs, totalMs, readyAtMs}
+//   window.harnessTimings {pyodideLoadMs, packageLoadMs, importMs, totalMs, readyAtMs,
+//       snapshot: whether Pyodide started from build/dist/pyodide-snapshot.bin}
 //   window.variantRefusal(variant, configJson) -> JSON {refusal, feature}: why a built-in
 //       variant cannot run the config (harness-core.mjs), asked before a run
 
@@ -27,11 +28,17 @@ async function boot() {
     }
     return resp.text();
   });
+  // Pyodide's memory after start-up, where the build could make it (404 where not).
+  const snapshot = fetch(new URL("/dist/pyodide-snapshot.bin", location.href), { cache: "no-store" })
+    .then((resp) => (resp.ok ? resp.arrayBuffer() : null))
+    .then((bytes) => bytes && new Uint8Array(bytes))
+    .catch(() => null);
   // Dynamic import so that a missing /pyodide/ rejects harnessReady instead of killing the module.
-  // Both awaited here (not handed to Pyodide as a promise), so a failure is one clean rejection.
-  const [{ loadPyodide }, lockFileContents] = await Promise.all([
+  // All awaited here (not handed to Pyodide as a promise), so a failure is one clean rejection.
+  const [{ loadPyodide }, lockFileContents, snapshotBytes] = await Promise.all([
     import("/pyodide/pyodide.mjs"),
     lockText,
+    snapshot,
   ]);
   const options = {
     indexURL: new URL("/pyodide/", location.href).href,
@@ -41,7 +48,7 @@ async function boot() {
     // whenever lockFileContents is given.
     packageBaseUrl: new URL("/dist/", location.href).href,
   };
-  const loaded = await bootHarness(loadPyodide, options, timings, t0);
+  const loaded = await bootHarness(loadPyodide, options, timings, t0, snapshotBytes);
   timings.readyAtMs = Math.round(performance.now()); // since navigation start
   return loaded;
 }

@@ -53,6 +53,15 @@ globalThis.fetch = async (url, init) => {
   return nodeFetch(url, init);
 };
 
+// Pyodide's memory after start-up, where the build could make it (host/serving/snapshot.py).
+function snapshotBytes() {
+  try {
+    return readFileSync(join(DIST, "pyodide-snapshot.bin"));
+  } catch {
+    return null;
+  }
+}
+
 async function boot() {
   const t0 = performance.now();
   let lockFileContents;
@@ -90,6 +99,7 @@ async function boot() {
     options,
     timings,
     t0,
+    snapshotBytes(),
   );
   return { loaded, timings };
 }

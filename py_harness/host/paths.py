@@ -70,6 +70,11 @@ def pyodide_dir() -> Path:
     return node_modules() / "pyodide"
 
 
+def node_binary() -> str:
+    """The Node.js to run: HARNESS_NODE, else `node` on the PATH."""
+    return os.environ.get("HARNESS_NODE", "node")
+
+
 def shader_sources(directory: Path = SHADER_DIR) -> dict[str, str]:
     """Every .wgsl file in `directory`, by file name (the page gets them with each case)."""
     return {p.name: p.read_text() for p in sorted(directory.glob("*.wgsl"))}

@@ -349,6 +349,19 @@ def _record(node: pytest.Item, o: report.Outcome, variant: str, outputs: str = "
 
 
 # ---- reporting: the matrix, disagreements, JSON -----------------------------------------
+def process_age_s() -> float:
+    """Seconds since this process started (Linux's /proc, to 10 ms); 0 where unknown."""
+    try:
+        with open("/proc/self/stat") as f:
+            # Field 22 (after the command in parentheses, which may hold spaces): clock
+            # ticks from boot to the start.
+            started = int(f.read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        with open("/proc/uptime") as f:
+            return max(0.0, float(f.read().split()[0]) - started)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 class Results:
     """Collects the outcomes run_case and check_limitation record (in this process or, under
     pytest-xdist, in a worker: user_properties travel with the report), then prints the
@@ -358,8 +371,10 @@ class Results:
         self.config = config
         self.rows: list[dict[str, Any]] = []
         self.adapters: dict[str, Any] = {}
-        self.t0 = time.perf_counter()
-        self.first_result_s: float | None = None  # configure to the first verdict
+        # Counted from the command's start where the system says when that was (`check`
+        # and `pytest` alike), else from here (configure).
+        self.t0 = time.perf_counter() - process_age_s()
+        self.first_result_s: float | None = None  # the command's start to the first verdict
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:

@@ -243,7 +243,7 @@ class Node:
 
     @staticmethod
     def binary() -> str:
-        return os.environ.get("HARNESS_NODE", "node")
+        return paths.node_binary()
 
     def missing(self) -> str | None:
         node = self.binary()

@@ -6,6 +6,7 @@ Usage: ``python -m py_harness.host.serving.build_wheel [--force]``
 Outputs (served under ``/dist/``; host/paths.py's dist_dir: build/dist/ in a checkout):
   py_harness-<version>-py3-none-any.whl
   pyodide-lock.json   (Pyodide's own lock + a ``py-harness`` entry)
+  pyodide-snapshot.bin  (Pyodide's memory after start-up, where Node can make it: snapshot.py)
 
 The wheel holds only what runs in the page (IN_BROWSER): not host/ (NumPy, browsers, the
 CLI), not gpu/native.py (wgpu), not __main__.py. It is zipped here, file by file with fixed
@@ -40,6 +41,7 @@ from pathlib import Path
 
 from ... import __version__
 from .. import paths
+from .snapshot import ensure_snapshot
 
 LOCK_NAME = "py-harness"  # key in pyodide-lock.json and the name given to loadPackage()
 # Bump when the build recipe changes so old stamps stop matching.
@@ -168,6 +170,7 @@ def build(force: bool = False, log: Callable[[str], None] = print) -> BuildResul
     # Serialize concurrent builds (server start, test sessions, xdist workers) on a file lock.
     with open(dist.parent / ".build_wheel.lock", "w") as lock_fd:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        ensure_snapshot(dist, log)
         digest = source_digest()
         stamp = _read_stamp(stamp_file)
         wheel = dist / stamp.get("wheel", "-")

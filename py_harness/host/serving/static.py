@@ -1,11 +1,12 @@
 """Which files the server hands out, and how: only what the pages load.
 
 /web/ -> web/, /shaders/ -> shaders/, /pyodide/ -> node_modules/pyodide/, /dist/ -> the Pyodide
-wheel and its pyodide-lock.json (host/paths.py locates each). A file is served when its route
-allows its name: the pages' own HTML, scripts and styles, the WGSL, the five files Pyodide's
-loader fetches, the wheel and the lock. Pyodide's console.html (which loads jQuery from a CDN),
-its README, package.json, .d.ts and .map files, and web/node-harness.mjs (Node's, read from
-disk) are never served, though they sit in the same folders.
+wheel, its pyodide-lock.json and Pyodide's snapshot (host/paths.py locates each). A file is
+served when its route allows its name: the pages' own HTML, scripts and styles, the WGSL, the
+five files Pyodide's loader fetches, the wheel, the lock and the snapshot. Pyodide's
+console.html (which loads jQuery from a CDN), its README, package.json, .d.ts and .map files,
+and web/node-harness.mjs (Node's, read from disk) are never served, though they sit in the
+same folders.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ SERVED: dict[str, tuple[str, ...]] = {
         "python_stdlib.zip",
         "pyodide-lock.json",
     ),
-    "dist": ("*.whl", "pyodide-lock.json"),
+    "dist": ("*.whl", "pyodide-lock.json", "pyodide-snapshot.bin"),
 }
 
 # Explicit types: mimetypes depends on /etc/mime.types and misses .wasm/.mjs/.wgsl on some
