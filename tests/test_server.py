@@ -164,6 +164,8 @@ def test_default_routes_refuse_repo_files() -> None:
             assert (status, headers["Content-Type"]) == (200, "application/wasm")
         status, headers, _ = fetch(url, "/web/harness.js", method="HEAD")
         assert (status, headers["Content-Type"]) == (200, "text/javascript")
+        for node_only in ("/web/node-harness.mjs", "/web/pyodide-snapshot.mjs"):
+            assert fetch(url, node_only, method="HEAD")[0] == 404, node_only
     finally:
         server.stop(srv)
 

@@ -642,7 +642,9 @@ def page_files() -> list[str]:
     web = [
         f"/web/{p.name}"
         for p in sorted(paths.WEB_DIR.iterdir())
-        if p.suffix in (".html", ".js", ".mjs", ".css") and p.name != "node-harness.mjs"
+        # Node's scripts are read from disk, not served: the harness and the snapshot maker
+        if p.suffix in (".html", ".js", ".mjs", ".css")
+        and p.name not in ("node-harness.mjs", "pyodide-snapshot.mjs")
     ]
     shaders = [f"/shaders/{p.name}" for p in sorted(paths.SHADER_DIR.glob("*.wgsl"))]
     pyodide = [
@@ -659,8 +661,9 @@ def page_files() -> list[str]:
         if (PYODIDE / n).is_file()
     ]
     dist = [f"/dist/{p.name}" for p in sorted(paths.dist_dir().glob("*.whl"))]
-    if (paths.dist_dir() / "pyodide-lock.json").is_file():
-        dist.append("/dist/pyodide-lock.json")
+    for name in ("pyodide-lock.json", "pyodide-snapshot.bin"):
+        if (paths.dist_dir() / name).is_file():
+            dist.append(f"/dist/{name}")
     return web + shaders + pyodide + dist
 
 
