@@ -11,6 +11,7 @@ import pytest
 from py_harness.config import (
     AttentionConfig,
     ConfigError,
+    any_nonfinite,
     check_reference_cost,
     reference_cost,
     validate,
@@ -126,6 +127,23 @@ def test_runner_refuses_before_any_gpu_work(config, tensors, match) -> None:
     runner = AttentionRunner(device, {f: "" for f in variant.files}, variant)
     with pytest.raises(ConfigError, match=match):
         own_thread(asyncio.run, runner.run(config, tensors))
+
+
+def test_any_nonfinite_agrees_with_isfinite_on_every_exponent_and_place() -> None:
+    """Every float32 high half (sign, exponent, mantissa's top bits) with low halves that
+    set none, one or all of the rest, alone and between finite neighbours: the byte-flag
+    test says non-finite exactly where NumPy does."""
+    high = np.arange(1 << 16, dtype=np.uint32) << 16
+    for low in (0, 1, 0x7FFF, 0xFFFF):
+        values = (high | low).view(np.float32)
+        assert any_nonfinite(values.tobytes()) == (not np.isfinite(values).all())
+        for x in values[~np.isfinite(values)][::997]:  # each one alone among finite ones
+            for at in range(3):
+                row = np.float32([1.5, -2.0, 3.0e38])
+                row[at] = x
+                assert any_nonfinite(row.tobytes()), (x, at)
+        finite = values[np.isfinite(values)]
+        assert not any_nonfinite(finite.tobytes())
 
 
 def test_non_float32_data_is_refused_on_the_host() -> None:
