@@ -524,8 +524,8 @@ def any_nonfinite(data: bytes) -> bool:
     """Whether some float32 of `data` (little-endian) is Inf or NaN: its exponent bits all
     ones. At C speed (extended slices, `in`, translate): where no float's high byte is
     0x7f or 0xff (no |x| >= 2^127), the answer is no; else each float's two high bytes
-    become 0/1 flags, ANDed as integers. About 10 ms for 16 MB of ordinary values, where
-    math.fsum over the floats took 165 ms."""
+    become 0/1 flags, ANDed as integers. 5-8 ms for 16 MB of normal draws here, where
+    math.fsum over the floats took 100-132 ms."""
     high = data[3::4]  # sign and the exponent's top 7 bits of each float
     if b"\x7f" not in high and b"\xff" not in high:
         return False
