@@ -3,8 +3,8 @@ makes it with Node; docs/runtimes.md, "Pyodide", says what it saves).
 
 It is an optimisation: without Node, or when making it fails, there is none and Pyodide
 starts as before; the page's harnessTimings say which way it booted (`snapshot`). It is
-remade when Pyodide's files or the script change (a content hash, kept in a stamp), and
-holds nothing of the harness, so a new wheel does not remake it.
+remade when Pyodide's version or lock, or the script, change (a content hash, kept in a
+stamp), and holds nothing of the harness, so a new wheel does not remake it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ from .. import paths
 
 SNAPSHOT_NAME = "pyodide-snapshot.bin"
 SCRIPT = paths.WEB_DIR / "pyodide-snapshot.mjs"
-# What Pyodide's start-up runs: the snapshot is that start-up's memory.
-PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip")
+# What names the Pyodide build whose start-up the snapshot is (its version and its lock),
+# hashed on every build() call: small files, where hashing the 12 MB the start-up runs took
+# 15-31 ms a call. A snapshot of another build would not restore anyway (Pyodide checks its
+# build id; harness-core.mjs then starts plainly).
+PYODIDE_FILES = ("package.json", "pyodide-lock.json")
 MAKE_TIMEOUT_S = 300
 
 
