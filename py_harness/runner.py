@@ -199,15 +199,16 @@ async def read_outputs(
     dev: Device, cfg: AttentionConfig, bufs: dict[str, Buffer], names: tuple[str, ...]
 ) -> dict[str, bytes]:
     """The named outputs' bytes (each exactly its tensor's floats: buffers are allocated in
-    whole vec4s), split out of a packed gradient where the variant binds one."""
+    whole vec4s), split out of a packed gradient where the variant binds one; read in one
+    batch (Device.read_buffers)."""
+    wanted = {role: [n for n in PACKED.get(role, (role,)) if n in names] for role in bufs}
+    roles = [role for role, parts in wanted.items() if parts]
+    sizes = buffer_sizes(cfg, tuple(roles))
+    data = await dev.read_buffers([(bufs[role], 4 * sizes[role]) for role in roles])
     out: dict[str, bytes] = {}
-    for role, buf in bufs.items():
-        wanted = [n for n in PACKED.get(role, (role,)) if n in names]
-        if wanted:
-            floats = buffer_sizes(cfg, (role,))[role]
-            data = (await dev.read_buffer(buf))[: 4 * floats]
-            parts = packing.unpack(cfg, role, data) if role in PACKED else {role: data}
-            out.update((n, parts[n]) for n in wanted)
+    for role, raw in zip(roles, data, strict=True):
+        parts = packing.unpack(cfg, role, raw) if role in PACKED else {role: raw}
+        out.update((n, parts[n]) for n in wanted[role])
     return {n: out[n] for n in names}  # Variant's checks: each is bound, whole or packed
 
 

@@ -28,7 +28,7 @@ class NoGPUWorkDevice(Device):
     create_buffer = write_buffer = destroy_buffer = create_bind_group = destroy = _gpu_work
     _timestamp_queries = _encoder = _encode_pass = _resolve_queries = _gpu_work
 
-    async def read_buffer(self, buffer):  # noqa: ANN001
+    async def _read_group(self, spans, total):  # noqa: ANN001
         self._gpu_work()
 
     async def _create_pipeline(self, module, entry_point, layout):  # noqa: ANN001

@@ -14,7 +14,7 @@ import pytest
 
 from py_harness import packing
 from py_harness.config import AttentionConfig, ConfigError, buffer_sizes, validate_sizes
-from py_harness.gpu.device import Buffer
+from py_harness.gpu.device import Buffer, Span
 from py_harness.kernels import FAST, RO, RW, SEED, UNIFORM, VARIANTS, Kernel, Variant
 from py_harness.params import DEFAULT_PARAMS, PARAMS_SIZE, pack_params, params_size
 from py_harness.runner import create_buffers, read_outputs
@@ -242,8 +242,8 @@ class Recorder(NoGPUWorkDevice):
     def write_buffer(self, buffer: Buffer, data: bytes) -> None:
         buffer.handle[: len(data)] = data
 
-    async def read_buffer(self, buffer: Buffer) -> bytes:
-        return bytes(buffer.handle)
+    async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
+        return [bytes(s.buffer.handle[: s.nbytes]) for s in spans]
 
 
 def test_the_runner_makes_only_the_bound_buffers_and_splits_dkv() -> None:

@@ -23,6 +23,7 @@ from .device import (
     NoAdapterError,
     Pipeline,
     ShaderCompileError,
+    Span,
     device_limits,
     layout_entries,
     usage_flags,
@@ -70,16 +71,19 @@ class BrowserDevice(Device):
     def write_buffer(self, buffer: Buffer, data: bytes) -> None:
         self._device.queue.writeBuffer(buffer.handle, 0, to_js(memoryview(data)))
 
-    async def read_buffer(self, buffer: Buffer) -> bytes:
+    async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
         staging = self._device.createBuffer(
-            _js({"size": buffer.size, "usage": _usage(("MAP_READ", "COPY_DST"))})
+            _js({"size": max(4, total), "usage": _usage(("MAP_READ", "COPY_DST"))})
         )
         try:
             encoder = self._device.createCommandEncoder()
-            encoder.copyBufferToBuffer(buffer.handle, 0, staging, 0, buffer.size)
+            for s in spans:
+                if s.nbytes:
+                    encoder.copyBufferToBuffer(s.buffer.handle, 0, staging, s.offset, s.nbytes)
             self._device.queue.submit(_js([encoder.finish()]))
             await self._scoped("mapAsync", staging.mapAsync(js.GPUMapMode.READ))
-            data = js.Uint8Array.new(staging.getMappedRange()).to_bytes()
+            mapped = staging.getMappedRange()
+            data = [js.Uint8Array.new(mapped, s.offset, s.nbytes).to_bytes() for s in spans]
             staging.unmap()
             return data
         finally:

@@ -89,6 +89,15 @@ class Pipeline:
     bind_group_layout: Any
 
 
+@dataclass
+class Span:
+    """A read of a buffer's first `nbytes` into a staging buffer at `offset`."""
+
+    buffer: Buffer
+    offset: int
+    nbytes: int
+
+
 Layout = tuple[tuple[int, str], ...]  # (binding, GPUBufferBindingType) of group 0
 
 
@@ -125,8 +134,34 @@ class Device(ABC):
     @abstractmethod
     def write_buffer(self, buffer: Buffer, data: bytes) -> None: ...
 
+    async def read_buffer(self, buffer: Buffer) -> bytes:
+        """The whole buffer's bytes."""
+        return (await self.read_buffers([(buffer, buffer.size)]))[0]
+
+    async def read_buffers(self, reads: list[tuple[Buffer, int]]) -> list[bytes]:
+        """The first `nbytes` of each (buffer, nbytes), nbytes a multiple of 4. The reads
+        share staging buffers of up to maxBufferSize bytes: one copy command each, one
+        submit and one map per staging buffer, and one copy out of its mapping per read
+        (a map per output cost a queue round trip each, and copying the whole mapping out
+        before slicing it copied every byte twice)."""
+        cap = self.limits.get("maxBufferSize", 0) or sum(n for _, n in reads)
+        out: list[bytes] = []
+        spans: list[Span] = []
+        end = 0
+        for buf, nbytes in reads:
+            if spans and end + nbytes > cap:
+                out += await self._read_group(spans, end)
+                spans, end = [], 0
+            spans.append(Span(buf, end, nbytes))
+            end += nbytes
+        if spans:
+            out += await self._read_group(spans, end)
+        return out
+
     @abstractmethod
-    async def read_buffer(self, buffer: Buffer) -> bytes: ...
+    async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
+        """read_buffers for the reads that share one staging buffer of `total` bytes: each
+        span's buffer copied to its offset of a MAP_READ buffer, mapped once, sliced."""
 
     @abstractmethod
     def destroy_buffer(self, buffer: Buffer) -> None: ...

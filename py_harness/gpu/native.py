@@ -27,6 +27,7 @@ from .device import (
     NoAdapterError,
     Pipeline,
     ShaderCompileError,
+    Span,
     device_limits,
     layout_entries,
     usage_flags,
@@ -94,8 +95,26 @@ class NativeDevice(Device):
     def write_buffer(self, buffer: Buffer, data: bytes) -> None:
         self._device.queue.write_buffer(buffer.handle, 0, data)
 
-    async def read_buffer(self, buffer: Buffer) -> bytes:
-        return bytes(self._device.queue.read_buffer(buffer.handle))
+    async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
+        gpu, dev = self._gpu, self._device
+        usage = gpu.BufferUsage.MAP_READ | gpu.BufferUsage.COPY_DST
+        staging = self._guard(
+            "createBuffer(readback)", lambda: dev.create_buffer(size=max(4, total), usage=usage)
+        )
+        try:
+            encoder = dev.create_command_encoder()
+            for s in spans:
+                if s.nbytes:
+                    encoder.copy_buffer_to_buffer(s.buffer.handle, 0, staging, s.offset, s.nbytes)
+            self._guard("submit(readback)", lambda: dev.queue.submit([encoder.finish()]))
+            self._guard("mapAsync", lambda: staging.map_sync(gpu.MapMode.READ))
+            mapped = staging.read_mapped(copy=False)  # valid until unmap: copied out here
+            data = [bytes(mapped[s.offset : s.offset + s.nbytes]) for s in spans]
+            del mapped
+            staging.unmap()
+            return data
+        finally:
+            staging.destroy()
 
     def destroy_buffer(self, buffer: Buffer) -> None:
         buffer.handle.destroy()
