@@ -234,7 +234,12 @@ def test_buffer_sizes_are_computed_in_one_place() -> None:
 
 
 class Recorder(NoGPUWorkDevice):
-    """Makes and fills buffers (bytearrays) and reads them back; no other GPU work."""
+    """Makes and fills buffers (bytearrays) and reads them back; no other GPU work.
+    groups: each staging buffer's reads, as (buffer label, offset, bytes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.groups: list[list[tuple[str, int, int]]] = []
 
     def create_buffer(self, size: int, usage: tuple[str, ...], label: str) -> Buffer:
         return Buffer(bytearray(size), size, label)
@@ -243,7 +248,22 @@ class Recorder(NoGPUWorkDevice):
         buffer.handle[: len(data)] = data
 
     async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
+        self.groups.append([(s.buffer.label, s.offset, s.nbytes) for s in spans])
+        assert total == sum(s.nbytes for s in spans) <= self.limits["maxBufferSize"]
         return [bytes(s.buffer.handle[: s.nbytes]) for s in spans]
+
+
+def test_reads_share_staging_buffers_up_to_max_buffer_size() -> None:
+    dev = Recorder()
+    dev.limits = {**dev.limits, "maxBufferSize": 64}
+    bufs = [dev.create_buffer(48, ("STORAGE",), f"b{i}") for i in range(4)]
+    for i, b in enumerate(bufs):
+        dev.write_buffer(b, bytes([i + 1]) * 48)
+    reads = [(bufs[0], 16), (bufs[1], 48), (bufs[2], 32), (bufs[3], 32)]
+    got = own_thread(asyncio.run, dev.read_buffers(reads))
+    assert got == [bytes([1]) * 16, bytes([2]) * 48, bytes([3]) * 32, bytes([4]) * 32]
+    # in order, packed from offset 0, a new staging buffer where the next would pass 64
+    assert dev.groups == [[("b0", 0, 16), ("b1", 16, 48)], [("b2", 0, 32), ("b3", 32, 32)]]
 
 
 def test_the_runner_makes_only_the_bound_buffers_and_splits_dkv() -> None:
