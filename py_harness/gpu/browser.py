@@ -72,22 +72,19 @@ class BrowserDevice(Device):
         self._device.queue.writeBuffer(buffer.handle, 0, to_js(memoryview(data)))
 
     async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
-        staging = self._device.createBuffer(
-            _js({"size": max(4, total), "usage": _usage(("MAP_READ", "COPY_DST"))})
-        )
+        size = max(4, total)
+        staging = self.readback_buffer(size).handle
+        encoder = self._device.createCommandEncoder()
+        for s in spans:
+            if s.nbytes:
+                encoder.copyBufferToBuffer(s.buffer.handle, 0, staging, s.offset, s.nbytes)
+        self._device.queue.submit(_js([encoder.finish()]))
+        await self._scoped("mapAsync", staging.mapAsync(js.GPUMapMode.READ, 0, size))
         try:
-            encoder = self._device.createCommandEncoder()
-            for s in spans:
-                if s.nbytes:
-                    encoder.copyBufferToBuffer(s.buffer.handle, 0, staging, s.offset, s.nbytes)
-            self._device.queue.submit(_js([encoder.finish()]))
-            await self._scoped("mapAsync", staging.mapAsync(js.GPUMapMode.READ))
-            mapped = staging.getMappedRange()
-            data = [js.Uint8Array.new(mapped, s.offset, s.nbytes).to_bytes() for s in spans]
-            staging.unmap()
-            return data
+            mapped = staging.getMappedRange(0, size)
+            return [js.Uint8Array.new(mapped, s.offset, s.nbytes).to_bytes() for s in spans]
         finally:
-            staging.destroy()
+            staging.unmap()
 
     def destroy_buffer(self, buffer: Buffer) -> None:
         buffer.handle.destroy()

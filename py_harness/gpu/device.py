@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import struct
 from abc import ABC, abstractmethod
@@ -125,6 +126,8 @@ class Device(ABC):
         self.features = features
         self._pipelines: dict[tuple, Pipeline] = {}
         self.last_pass_ms: list[float] = []  # per pass, of the last timed run_passes
+        self._readback: Buffer | None = None  # readback_buffer
+        self._reading = asyncio.Lock()  # one read at a time through it
 
     # -- buffers -------------------------------------------------------------------
     @abstractmethod
@@ -139,11 +142,16 @@ class Device(ABC):
         return (await self.read_buffers([(buffer, buffer.size)]))[0]
 
     async def read_buffers(self, reads: list[tuple[Buffer, int]]) -> list[bytes]:
-        """The first `nbytes` of each (buffer, nbytes), nbytes a multiple of 4. The reads
-        share staging buffers of up to maxBufferSize bytes: one copy command each, one
-        submit and one map per staging buffer, and one copy out of its mapping per read
-        (a map per output cost a queue round trip each, and copying the whole mapping out
-        before slicing it copied every byte twice)."""
+        """The first `nbytes` of each (buffer, nbytes), nbytes a multiple of 4, through the
+        device's staging buffer (readback_buffer) in groups of up to maxBufferSize bytes:
+        one copy command per read, one submit and one map per group, and one copy out of
+        the mapping per read (a map per output cost a queue round trip each, and copying
+        the whole mapping out before slicing it copied every byte twice). One call at a
+        time, as they share that buffer."""
+        async with self._reading:
+            return await self._read_spans(reads)
+
+    async def _read_spans(self, reads: list[tuple[Buffer, int]]) -> list[bytes]:
         cap = self.limits.get("maxBufferSize", 0) or sum(n for _, n in reads)
         out: list[bytes] = []
         spans: list[Span] = []
@@ -157,6 +165,18 @@ class Device(ABC):
         if spans:
             out += await self._read_group(spans, end)
         return out
+
+    def readback_buffer(self, size: int) -> Buffer:
+        """The device's MAP_READ staging buffer of at least `size` bytes, replaced by a
+        larger one where a read needs it. Kept, not made per read: on the H200 making a
+        128 MB one took 30-40 ms (the driver pins host memory), its copy and map 3 ms
+        (docs/results-h200.md)."""
+        if self._readback is None or self._readback.size < size:
+            if self._readback is not None:
+                self.destroy_buffer(self._readback)
+                self._readback = None
+            self._readback = self.create_buffer(size, ("MAP_READ", "COPY_DST"), "readback")
+        return self._readback
 
     @abstractmethod
     async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:

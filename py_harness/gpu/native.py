@@ -82,7 +82,6 @@ class NativeDevice(Device):
         # Reading this tiny buffer waits for the queue: wgpu-py 0.32's
         # on_submitted_work_done_sync raises a cffi TypeError (docs/runtimes.md).
         self._fence = device.create_buffer(size=4, usage=gpu.BufferUsage.COPY_SRC)
-        self._readback: Any = None  # _readback_buffer
 
     def create_buffer(self, size: int, usage: tuple[str, ...], label: str) -> Buffer:
         handle = self._guard(
@@ -98,7 +97,7 @@ class NativeDevice(Device):
 
     async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
         gpu, dev = self._gpu, self._device
-        staging = self._readback_buffer(max(4, total))
+        staging = self.readback_buffer(max(4, total)).handle
         encoder = dev.create_command_encoder()
         for s in spans:
             if s.nbytes:
@@ -112,21 +111,6 @@ class NativeDevice(Device):
         finally:
             staging.unmap()
         return data
-
-    def _readback_buffer(self, size: int) -> Any:
-        """The device's MAP_READ staging buffer, replaced by a larger one where a read needs
-        it. Kept, not made per read: on the H200 making a 128 MB one took 30-40 ms
-        (the driver pins host memory), its copy and map 3 ms (docs/results-h200.md)."""
-        if self._readback is None or self._readback.size < size:
-            if self._readback is not None:
-                self._readback.destroy()
-                self._readback = None
-            usage = self._gpu.BufferUsage.MAP_READ | self._gpu.BufferUsage.COPY_DST
-            self._readback = self._guard(
-                "createBuffer(readback)",
-                lambda: self._device.create_buffer(size=size, usage=usage, label="readback"),
-            )
-        return self._readback
 
     def destroy_buffer(self, buffer: Buffer) -> None:
         buffer.handle.destroy()
