@@ -126,3 +126,25 @@ def test_occupancy_probe_times_each_spread(tmp_path: Path) -> None:
     rows = own_thread(asyncio.run, run())
     assert [(kb, live) for kb, live, _ in rows] == [(1, 16), (2, 32)]
     assert all(len(t) == len(probe.SPREAD) and min(t) > 0 for _, _, t in rows)
+
+
+@pytest.mark.slow
+def test_case_overhead_script_times_each_step() -> None:
+    """scripts/case_overhead.py (docs/results-h200.md quotes it) runs: per run, wall, GPU
+    and beyond-GPU times, with the wall at least the GPU time and every step named."""
+    why = runtime("wgpu").missing()
+    if why:
+        pytest.skip(why)
+    script = [sys.executable, str(ROOT / "scripts/case_overhead.py")]
+    small = ["--seq", "40", "--heads", "2", "--head-dim", "8", "--runs", "2"]
+    out = subprocess.run(
+        [*script, *small], capture_output=True, text=True, timeout=300, check=True, cwd=ROOT
+    ).stdout
+    rows = [ln for ln in out.splitlines() if ln.startswith("wall ")]
+    assert len(rows) == 2, out
+    for row in rows:
+        fields = row.split()
+        wall, gpu = float(fields[1]), float(fields[3])
+        assert wall >= gpu > 0, row
+        for step in ("any_nonfinite", "create_buffers", "read_outputs", "run_passes"):
+            assert f" {step} " in row, row
