@@ -169,7 +169,7 @@ class Device(ABC):
     def readback_buffer(self, size: int) -> Buffer:
         """The device's MAP_READ staging buffer of at least `size` bytes, replaced by a
         larger one where a read needs it. Kept, not made per read: on the H200 making a
-        128 MB one took 30-40 ms (the driver pins host memory), its copy and map 3 ms
+        128 MB one took 29-41 ms (the driver pins host memory), its copy and map 3-6 ms
         (docs/results-h200.md)."""
         if self._readback is None or self._readback.size < size:
             if self._readback is not None:
