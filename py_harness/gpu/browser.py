@@ -72,16 +72,15 @@ class BrowserDevice(Device):
         self._device.queue.writeBuffer(buffer.handle, 0, to_js(memoryview(data)))
 
     async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
-        size = max(4, total)
-        staging = self.readback_buffer(size).handle
+        staging = self.readback_buffer(total).handle
         encoder = self._device.createCommandEncoder()
         for s in spans:
             if s.nbytes:
                 encoder.copyBufferToBuffer(s.buffer.handle, 0, staging, s.offset, s.nbytes)
         self._device.queue.submit(_js([encoder.finish()]))
-        await self._scoped("mapAsync", staging.mapAsync(js.GPUMapMode.READ, 0, size))
+        await self._scoped("mapAsync", staging.mapAsync(js.GPUMapMode.READ, 0, total))
         try:
-            mapped = staging.getMappedRange(0, size)
+            mapped = staging.getMappedRange(0, total)
             return [js.Uint8Array.new(mapped, s.offset, s.nbytes).to_bytes() for s in spans]
         finally:
             staging.unmap()

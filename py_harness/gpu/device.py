@@ -158,12 +158,12 @@ class Device(ABC):
         end = 0
         for buf, nbytes in reads:
             if spans and end + nbytes > cap:
-                out += await self._read_group(spans, end)
+                out += await self._read_group(spans, max(4, end))
                 spans, end = [], 0
             spans.append(Span(buf, end, nbytes))
             end += nbytes
         if spans:
-            out += await self._read_group(spans, end)
+            out += await self._read_group(spans, max(4, end))  # a mapping is never empty
         return out
 
     def readback_buffer(self, size: int) -> Buffer:
@@ -180,8 +180,9 @@ class Device(ABC):
 
     @abstractmethod
     async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
-        """read_buffers for the reads that share one staging buffer of `total` bytes: each
-        span's buffer copied to its offset of a MAP_READ buffer, mapped once, sliced."""
+        """read_buffers for the reads that share the staging buffer's first `total` bytes
+        (their sum, at least 4): each span's buffer copied to its offset of
+        readback_buffer(total), which is mapped once and sliced."""
 
     @abstractmethod
     def destroy_buffer(self, buffer: Buffer) -> None: ...

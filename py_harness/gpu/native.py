@@ -97,15 +97,15 @@ class NativeDevice(Device):
 
     async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
         gpu, dev = self._gpu, self._device
-        staging = self.readback_buffer(max(4, total)).handle
+        staging = self.readback_buffer(total).handle
         encoder = dev.create_command_encoder()
         for s in spans:
             if s.nbytes:
                 encoder.copy_buffer_to_buffer(s.buffer.handle, 0, staging, s.offset, s.nbytes)
         self._guard("submit(readback)", lambda: dev.queue.submit([encoder.finish()]))
-        self._guard("mapAsync", lambda: staging.map_sync(gpu.MapMode.READ, 0, max(4, total)))
+        self._guard("mapAsync", lambda: staging.map_sync(gpu.MapMode.READ, 0, total))
         try:
-            mapped = staging.read_mapped(0, max(4, total), copy=False)  # valid until unmap
+            mapped = staging.read_mapped(0, total, copy=False)  # valid until unmap
             data = [bytes(mapped[s.offset : s.offset + s.nbytes]) for s in spans]
             del mapped
         finally:
