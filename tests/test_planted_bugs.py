@@ -34,7 +34,7 @@ import pytest
 from py_harness.host.engine import evaluate
 from py_harness.host.judge.cases import SMOKE, by_id
 from py_harness.host.judge.limitations import case_coverage
-from py_harness.host.judge.mutants import FIRST_CATCH, MUTANTS, Mutant
+from py_harness.host.judge.mutants import FIRST_CATCH, MUTANTS, PATH_DEPENDENT, Mutant
 from py_harness.host.paths import shader_sources
 from py_harness.host.pytest_plugin import runtime_missing
 from py_harness.host.runtimes.registry import Launched, float_path, runtime
@@ -141,6 +141,15 @@ def judging_runtime(harness: Session, paths: FloatPaths, selected: list[str]) ->
     return harness.runtime
 
 
+def first_float_path(paths: FloatPaths, selected: list[str]) -> str | None:
+    """The selected runtime, first in JUDGE_ORDER, that has a float path: it judges every
+    planted bug; the other float paths judge the PATH_DEPENDENT ones."""
+    rank = {name: i for i, name in enumerate(JUDGE_ORDER)}
+    return next(
+        (n for n in sorted(selected, key=lambda n: rank.get(n, len(rank))) if paths.get(n)), None
+    )
+
+
 def test_runtimes_on_one_float_path_agree_bit_for_bit(
     request: pytest.FixtureRequest, launched: dict[str, Launched]
 ) -> None:
@@ -174,6 +183,14 @@ def test_runtimes_on_one_float_path_agree_bit_for_bit(
                     )
 
 
+def test_path_dependent_bugs_are_named_and_include_every_precision_bug() -> None:
+    names = {m.name for m in MUTANTS}
+    assert names >= PATH_DEPENDENT, PATH_DEPENDENT - names
+    # every rounding or approximated exp, by name: their margins over the bound are narrow
+    precision = {n for n in names if n.endswith(("-17bits", "-5digits"))}
+    assert len(precision) >= 20 and precision <= PATH_DEPENDENT, precision - PATH_DEPENDENT
+
+
 def test_every_mutant_changes_the_source() -> None:
     sources = shader_sources()
     for mutant in MUTANTS:
@@ -191,6 +208,13 @@ def test_smoke_suite_catches(
     if judged_on != harness.runtime:
         compiler, driver = float_path(harness)
         pytest.skip(f"{harness.runtime} runs {compiler} on {driver}, as {judged_on} does")
+    first_path = first_float_path(float_paths, request.config.harness_runtimes)
+    every_path = request.config.getoption("--planted-bugs-every-path")
+    if mutant.name not in PATH_DEPENDENT and first_path != harness.runtime and not every_path:
+        pytest.skip(
+            f"a logic slip, judged on {first_path}'s float path only (mutants.PATH_DEPENDENT; "
+            "--planted-bugs-every-path runs it here too)"
+        )
     sources = mutant.apply(shader_sources())
     caught = []
     first = FIRST_CATCH.get(mutant.name)
