@@ -444,11 +444,15 @@ def scratch_elems(cfg: AttentionConfig, slots: int) -> int:
 
 
 def buffer_sizes(
-    cfg: AttentionConfig, roles: Iterable[str] = DEFAULT_SIZE_ROLES, slots: int = 0
+    cfg: AttentionConfig,
+    roles: Iterable[str] = DEFAULT_SIZE_ROLES,
+    slots: int = 0,
+    kv_parts: int = 1,
 ) -> dict[str, int]:
     """Floats each role's buffer holds: a tensor its elements (cfg.shapes(); the mask's, 0
     when there is none), a packed role the sum of its parts, stats the scratch with `slots`
-    partial dQ sums. The one place buffer sizes are computed: the checks below, the runner's
+    partial dQ sums, dk and dv `kv_parts` copies of whole vec4s where kv_parts > 1
+    (Kernel.key_parts). The one place buffer sizes are computed: the checks below, the runner's
     buffers (allocated as buffer_bytes) and its read-backs use it. params is skipped: a
     uniform, sized by its struct (params.params_size). alibi_slopes is ALIBI_SLOTS floats
     whatever the config (the slopes, zero-padded), seqlens 4 VARLEN_MAX_BATCH words."""
@@ -457,6 +461,9 @@ def buffer_sizes(
     floats["alibi_slopes"] = ALIBI_SLOTS
     floats["seqlens"] = 4 * VARLEN_MAX_BATCH
     floats["stats"] = scratch_elems(cfg, slots)
+    if kv_parts > 1:
+        for role in ("dk", "dv"):
+            floats[role] = kv_parts * whole_vec4s(floats[role])
     for packed, parts in PACKED.items():
         floats[packed] = sum(floats[p] for p in parts)
     unknown = [r for r in roles if r not in floats and r != "params"]
@@ -483,11 +490,13 @@ def validate_sizes(
     limits: dict[str, int],
     roles: Iterable[str] = DEFAULT_SIZE_ROLES,
     slots: int = 0,
+    kv_parts: int = 1,
 ) -> None:
     """Refuse buffers over the device's limits (maxStorageBufferBindingSize / maxBufferSize):
-    those of `roles` (a variant's: Variant.storage_roles) with `slots` partial dQ sums."""
+    those of `roles` (a variant's: Variant.storage_roles) with `slots` partial dQ sums and
+    `kv_parts` copies of dK and dV."""
     cap = binding_cap(limits)
-    for role, floats in buffer_sizes(cfg, roles, slots).items():
+    for role, floats in buffer_sizes(cfg, roles, slots, kv_parts).items():
         nbytes = whole_vec4s(floats) * F32_BYTES
         if nbytes > cap:
             raise ConfigError(

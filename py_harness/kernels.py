@@ -124,7 +124,9 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     """The register-tiled kernels (shaders/fa2_fast_*.wgsl) with tiles for head_dim <= 64 or
     above: FAST_ROWS x 64 score tiles in 4 x 4 blocks per invocation. Up to 64, one
     key-tile pass computes dK, dV and dQ's partial sums; above, a dV pass and a dK/dQ pass
-    (one pass holding all three runs one workgroup per SM: fa2_fast_backward.wgsl). A
+    (one pass holding all three runs one workgroup per SM: fa2_fast_backward.wgsl). Where
+    the key tiles are few, those passes split each one's work into parts (key_parts) and
+    a last pass adds the parts' copies of dK and dV. A
     workgroup owns `head_dim` output columns (cols_per_workgroup): at 256, two workgroups
     share each tile, one per half."""
     cols = head_dim  # output columns per workgroup: fa2_fast_common.wgsl's FF_DCOLS
@@ -136,14 +138,16 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     # Every key-tile pass binds all of these: the shared body refers to each.
     key_tiles = {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RW)}
     key_passes: tuple[Kernel, ...] = (
-        Kernel("fa2f_bwd_dk_dv", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols),
+        Kernel("fa2f_bwd_dk_dv", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols, True),
     )
     if head_dim > 64:
         key_passes = (
             # adds no dQ sums: one key tile per workgroup (slot = key tile, one round)
-            Kernel("fa2f_bwd_dv", bwd, key_tiles, "seq_k", "kv_heads", FAST_ROWS, cols),
-            Kernel("fa2f_bwd_dk_dq", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols),
+            Kernel("fa2f_bwd_dv", bwd, key_tiles, "seq_k", "kv_heads", FAST_ROWS, cols, True),
+            Kernel("fa2f_bwd_dk_dq", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols, True),
         )
+    # adds the copies of dK and dV where the key-tile passes split their tiles (kv_parts)
+    kv_sum = {6: ("dk", RW), 7: ("dv", RW), 8: pm[8], **seqlens}
     return Variant(
         name="fast",
         description="register-tiled forward; backward from the forward's LSE: Delta pass, "
@@ -183,6 +187,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
                 2,
                 128,
             ),
+            Kernel("fa2f_bwd_kv_sum", bwd, kv_sum, "seq_k", "kv_heads", 2, 128),
         ),
         required_limits={
             "maxStorageBuffersPerShaderStage": 8,

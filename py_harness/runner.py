@@ -37,6 +37,20 @@ class RunResult:
     backward_digests: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Split:
+    """How a variant's backward splits its work on a device: dq_slots partial sums of dQ
+    (Variant.dq_slots; 0: none) and kv_parts copies of dK and dV (Variant.kv_parts)."""
+
+    dq_slots: int = 0
+    kv_parts: int = 1
+
+    @classmethod
+    def of(cls, variant: Variant, cfg: AttentionConfig, limits: dict[str, int]) -> Split:
+        cap = binding_cap(limits)
+        return cls(variant.dq_slots(cfg, cap), variant.kv_parts(cfg, cap))
+
+
 class AttentionRunner:
     """Runs one kernel variant, from one set of WGSL sources, on one device."""
 
@@ -97,22 +111,22 @@ class AttentionRunner:
         if not 1 <= backward_runs <= 16:
             raise ValueError(f"backward_runs: must be in [1, 16], got {backward_runs}")
 
-        slots = chosen.dq_slots(cfg, binding_cap(self.device.limits))
+        split = Split.of(chosen, cfg, self.device.limits)
         timings = {"compile_ms": await self.prepare((chosen.forward, *chosen.backward))}
         dev = self.device
         bufs: dict[str, Buffer] = {}
         try:
             dev.push_error_scopes()
-            bufs = create_buffers(dev, cfg, tensors, slots, chosen)
+            bufs = create_buffers(dev, cfg, tensors, split, chosen)
             await dev.pop_error_scopes("buffers")
 
-            fwd_ms = await self._dispatch(cfg, (chosen.forward,), bufs, slots)
+            fwd_ms = await self._dispatch(cfg, (chosen.forward,), bufs, split)
             timings["forward_ms"] = fwd_ms
             outputs = await read_outputs(dev, cfg, bufs, ("o", "lse"))
             digests: list[str] = []
             if backward:
                 for run in range(backward_runs):
-                    ms = await self._dispatch(cfg, chosen.backward, bufs, slots)
+                    ms = await self._dispatch(cfg, chosen.backward, bufs, split)
                     grads = await read_outputs(dev, cfg, bufs, GRADIENTS)
                     if backward_runs > 1:  # what they are for: runs compared bit for bit
                         digests.append(_digest(grads))
@@ -130,15 +144,19 @@ class AttentionRunner:
         cfg: AttentionConfig,
         kernels: tuple[Kernel, ...],
         bufs: dict[str, Buffer],
-        slots: int,
+        split: Split,
     ) -> float:
-        passes = await self.passes(cfg, kernels, bufs, slots)
+        passes = await self.passes(cfg, kernels, bufs, split)
         t0 = time.perf_counter()
         gpu_ms = await self.device.run_passes(passes)
         return gpu_ms if gpu_ms is not None else (time.perf_counter() - t0) * 1e3
 
     async def passes(
-        self, cfg: AttentionConfig, kernels: tuple[Kernel, ...], bufs: dict[str, Buffer], slots: int
+        self,
+        cfg: AttentionConfig,
+        kernels: tuple[Kernel, ...],
+        bufs: dict[str, Buffer],
+        split: Split,
     ) -> list[ComputePass]:
         """One compute pass per kernel, bound to the runner's buffers (create_buffers)."""
         out = []
@@ -146,7 +164,7 @@ class AttentionRunner:
             pipeline = await self.pipeline(kernel)
             entries = {i: bufs[name] for i, (name, _) in kernel.bindings.items()}
             group = self.device.create_bind_group(pipeline, entries)
-            grid = kernel.workgroups(cfg, slots)
+            grid = kernel.workgroups(cfg, split.dq_slots, split.kv_parts)
             out.append(ComputePass(pipeline, group, grid, kernel.entry_point))
         return out
 
@@ -155,14 +173,14 @@ def create_buffers(
     dev: Device,
     cfg: AttentionConfig,
     tensors: dict[str, bytes],
-    slots: int,
+    split: Split,
     variant: Variant = SEED,
 ) -> dict[str, Buffer]:
     """The buffers the variant's kernels bind, by role, sized by config.buffer_sizes: the
     inputs uploaded (packed ones built from their parts; an absent one, e.g. no mask, as a
     placeholder), params packed in the variant's layout, the outputs and scratch empty.
     On an error the buffers made so far are destroyed."""
-    sizes = buffer_sizes(cfg, variant.storage_roles, slots)
+    sizes = buffer_sizes(cfg, variant.storage_roles, split.dq_slots, split.kv_parts)
     bufs: dict[str, Buffer] = {}
     try:
         for role, floats in sizes.items():

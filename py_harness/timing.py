@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .config import AttentionConfig, binding_cap
+from .config import AttentionConfig
 from .gpu.device import ComputePass, Device
-from .runner import AttentionRunner, create_buffers
+from .runner import AttentionRunner, Split, create_buffers
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,11 @@ async def time_variant(
     `check` runs it (validation, uploads, dispatch, readbacks) on the wall clock."""
     dev = runner.device
     chosen = runner.variant.for_head_dim(cfg.head_dim)
-    slots = chosen.dq_slots(cfg, binding_cap(dev.limits))
-    bufs = create_buffers(dev, cfg, tensors, slots, chosen)
+    split = Split.of(chosen, cfg, dev.limits)
+    bufs = create_buffers(dev, cfg, tensors, split, chosen)
     try:
-        fwd = await time_passes(dev, await runner.passes(cfg, (chosen.forward,), bufs, slots), plan)
-        bwd = await time_passes(dev, await runner.passes(cfg, chosen.backward, bufs, slots), plan)
+        fwd = await time_passes(dev, await runner.passes(cfg, (chosen.forward,), bufs, split), plan)
+        bwd = await time_passes(dev, await runner.passes(cfg, chosen.backward, bufs, split), plan)
     finally:
         for b in bufs.values():
             dev.destroy_buffer(b)

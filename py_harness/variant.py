@@ -133,6 +133,12 @@ class Kernel:
     # Head_dim columns per workgroup: workgroups along x = ceil(head_dim / this), each
     # computing its block of the output columns (0: one workgroup along x, all of them).
     cols_per_workgroup: int = 0
+    # A key-tile pass that splits each key tile's work (its query tiles) into
+    # Variant.kv_parts parts: workgroups along x = column blocks x parts (workgroup_id.x =
+    # block + blocks x part), and part p writes copy p of dK / dV (the runner makes the
+    # buffers that many copies long; a later pass adds them, reading the count from
+    # arrayLength). With one part the copies are the tensors themselves.
+    key_parts: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.entry_point, str) or not _IDENT.fullmatch(self.entry_point):
@@ -172,6 +178,8 @@ class Kernel:
         cpw = self.cols_per_workgroup
         if isinstance(cpw, bool) or not isinstance(cpw, int) or cpw < 0:
             raise ConfigError("cols_per_workgroup", f"must be an int >= 0, got {cpw!r}")
+        if not isinstance(self.key_parts, bool):
+            raise ConfigError("key_parts", f"must be true or false, got {self.key_parts!r}")
 
     @property
     def layout(self) -> tuple[tuple[int, str], ...]:
@@ -181,9 +189,13 @@ class Kernel:
     def roles(self) -> tuple[str, ...]:
         return tuple(role for role, _ in self.bindings.values())
 
-    def workgroups(self, cfg: AttentionConfig, slots: int = 0) -> tuple[int, int, int]:
+    def workgroups(
+        self, cfg: AttentionConfig, slots: int = 0, kv_parts: int = 1
+    ) -> tuple[int, int, int]:
         heads = getattr(cfg, self.heads)
         cols = math.ceil(cfg.head_dim / self.cols_per_workgroup) if self.cols_per_workgroup else 1
+        if self.key_parts:
+            cols *= kv_parts
         if self.rows == "slots":
             return (cols, slots, cfg.batch * heads)
         rows = getattr(cfg, self.rows)
@@ -198,6 +210,7 @@ class Kernel:
             "heads": self.heads,
             "rows_per_workgroup": self.rows_per_workgroup,
             "cols_per_workgroup": self.cols_per_workgroup,
+            "key_parts": self.key_parts,
         }
 
     @classmethod
@@ -227,6 +240,7 @@ class Kernel:
                 d["heads"],
                 d.get("rows_per_workgroup", 128),
                 d.get("cols_per_workgroup", 0),
+                d.get("key_parts", False),
             )
 
 
@@ -282,6 +296,8 @@ class Variant:
         missing = [g for g in ("dq", "dk", "dv") if g not in written]
         if missing:
             raise ConfigError("backward", f"writes no {missing} (bind them, or dkv / dqkv)")
+        if any(k.key_parts for k in self.backward) and roles & {"dkv", "dqkv"}:
+            raise ConfigError("backward", "key_parts: dK and dV copies need dk and dv bound")
         if roles & {"qkv", "dqkv"} and "gqa" in self.supports:
             raise ConfigError("supports", "gqa: a qkv buffer holds as many K/V heads as Q heads")
         for feature, role in (("mask", "mask"), ("alibi", "alibi_slopes"), ("varlen", "seqlens")):
@@ -347,6 +363,23 @@ class Variant:
         tile = min(k.rows_per_workgroup for k in self.backward if k.rows == "slots")
         tiles = math.ceil(cfg.seq_k / tile)
         return max(1, min(want, tiles, PARTIAL_DQ_MAX, fit))
+
+    def kv_parts(self, cfg: AttentionConfig, cap_bytes: int) -> int:
+        """How many parts each key tile's work is split into (1: none; see Kernel.key_parts):
+        where the key tiles alone, one workgroup each, would not fill a large GPU
+        (PARTIAL_DQ_WORKGROUPS over batch x kv_heads, as dq_slots), enough parts that they
+        do, with two query tiles per part on average at least, within one binding of
+        cap_bytes for the copies of dK."""
+        split = [k for k in self.backward if k.key_parts]
+        if not split:
+            return 1
+        tile = min(k.rows_per_workgroup for k in split)  # keys per tile; queries per item
+        batch = 1 if cfg.varlen else cfg.batch
+        want = math.ceil(PARTIAL_DQ_WORKGROUPS / (batch * cfg.kv_heads))
+        tiles = math.ceil(cfg.seq_k / tile)
+        items = cfg.num_heads // cfg.kv_heads * math.ceil(cfg.seq_q / tile)
+        fit = cap_bytes // (F32_BYTES * whole_vec4s(cfg.total_k * cfg.kv_heads * cfg.head_dim))
+        return max(1, min(math.ceil(want / tiles), items // 2, fit))
 
     def for_head_dim(self, head_dim: int) -> Variant:
         return next((v for bound, v in self.by_head_dim if head_dim <= bound), self)

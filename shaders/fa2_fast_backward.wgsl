@@ -12,7 +12,13 @@
 //    Workgroup (slot g, batch, kv head) of a (cols, G, batch * kv_heads) dispatch takes key
 //    tiles g, g + G, g + 2G, ... and adds into partial sum g of dQ, which no other
 //    workgroup touches: S and dP are computed once per tile pair (a separate dQ pass
-//    would compute them again: 7 GEMMs per tile pair instead of 5). Above head_dim 64
+//    would compute them again: 7 GEMMs per tile pair instead of 5). Where the key tiles
+//    are too few to fill the GPU (a short K, as in cross-attention, or one key tile per
+//    MQA head), each key tile's work (its query tiles of every head of the group) is split
+//    into P parts along x, (cols * P, G, batch * kv_heads): part p writes its dK and dV
+//    into copy p of the dK / dV buffers (Variant.kv_parts; P = 1: the tensors themselves)
+//    and adds its dQ into the key tile's slot, whose rows the other parts do not touch;
+//    pass 4 adds the copies. Above head_dim 64
 //    this is two passes from one body (FfbParts): fa2f_bwd_dv, and fa2f_bwd_dk_dq for dK
 //    and dQ's sums, because one pass holding dK and dV (64 floats per invocation) with the
 //    rest ran one workgroup per SM on the H200 where these run two (6 GEMMs per tile
@@ -21,6 +27,7 @@
 //    GEMMs done once per column block.
 // 3. fa2f_bwd_dq_sum: dQ = the sum of the G partial sums (in slot order), which it zeroes
 //    for the next run (buffers start zeroed).
+// 4. fa2f_bwd_kv_sum: with P > 1, dK and dV = the sums of their P copies (in part order).
 // Q is staged scaled (as the forward does) and the same products are summed in the same
 // order, so S, hence P = exp(S - LSE), equals the forward's to the bit: with large logits
 // any difference would be amplified by exp.
@@ -136,6 +143,13 @@ fn ffb_put_dv(base: u32, c: u32, v: vec4<f32>) {
     if (c + 2u < d) { ffb_dv[base + c + 2u] = v.z; }
     if (c + 3u < d) { ffb_dv[base + c + 3u] = v.w; }
 }
+// Floats of one copy of dK (or dV): all sequences' keys, rounded up to whole vec4s. Copy p
+// of a key-tile pass's P starts at p times this (P > 1; the runner sizes the buffers).
+fn ffb_kv_len() -> u32 {
+    let p = fa2_params;
+    let last = ff_seq(p.batch_size - 1u);
+    return ((last.k_row0 + last.len_k) * p.num_kv_heads * p.head_dim + 3u) & ~3u;
+}
 // Where partial sum `slot` of dQ row (h, qi) of this sequence starts in the scratch.
 fn ffb_part(slot: u32, b: u32, h: u32, qi: u32) -> u32 {
     return ffb_stats_len() + slot * ffb_slot_len() + ff_stat_row(b, h, qi) * fa2_params.head_dim;
@@ -210,11 +224,12 @@ fn ffb_store_kv(
     dk_hi: vec4<f32>,
     dv_lo: vec4<f32>,
     dv_hi: vec4<f32>,
-    parts: FfbParts
+    parts: FfbParts,
+    part: u32
 ) {
     let p = fa2_params;
     if (kj >= ff_seq(b).len_k) { return; }
-    let base = ((ff_seq(b).k_row0 + kj) * p.num_kv_heads + kvh) * p.head_dim;
+    let base = ((ff_seq(b).k_row0 + kj) * p.num_kv_heads + kvh) * p.head_dim + part * ffb_kv_len();
     let c = ff_col0 + t.x * 4u;
     if (parts.dk) { ffb_put_dk(base, c, dk_lo); }
     if (parts.dv) { ffb_put_dv(base, c, dv_lo); }
@@ -231,8 +246,9 @@ struct FfbParts {
 };
 
 // Key tiles of one slot of G for one (batch, kv head), for a workgroup of a
-// (ceil(head_dim / FF_DCOLS), G, batch * num_kv_heads) dispatch (see the top): its dK, dV
-// and dQ columns are block workgroup_id.x (the scores and dP span all of head_dim). The
+// (ceil(head_dim / FF_DCOLS) P, G, batch * num_kv_heads) dispatch (see the top): its dK, dV
+// and dQ columns are block workgroup_id.x % ceil(head_dim / FF_DCOLS) (the scores and dP
+// span all of head_dim), its part of each key tile's work workgroup_id.x / that. The
 // dV pass, which adds no dQ sums, is dispatched with G = ceil(seq_k / 64): one key tile
 // per workgroup. `parts` is a constant per entry point, so the compiler drops what a pass
 // does not compute, and its registers.
@@ -249,6 +265,10 @@ fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
     let kvh = job.y % p.num_kv_heads;
     let group = p.num_heads / p.num_kv_heads;
     let slot = nwg.y - 1u - job.x;
+    // This workgroup's part of each key tile: items [lo, hi) of the tile's group x nq query
+    // tiles, head-major (P = 1: all of them, in the order of one loop in another).
+    let part = wg.x / ff_col_blocks();
+    let kv_parts = nwg.x / ff_col_blocks();
     // Key tiles in rounds of G: round r hands tiles rG .. rG + G - 1 to the slots in slot
     // order or in reverse, whichever leaves the first and the last slot's work (query tiles
     // seen) closer; every workgroup makes the same choices. With causal masking tile j sees
@@ -271,10 +291,16 @@ fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
         let range = ff_query_range(b, k0, min(k0 + FF_BR, ff_seq(b).len_k) - 1u);
         var dk = FfAcc();
         var dv = FfAcc();
+        let nq = (max(range.y, range.x) - range.x + FF_BC - 1u) / FF_BC;
+        let lo = part * group * nq / kv_parts;
+        let hi = (part + 1u) * group * nq / kv_parts;
         for (var g = 0u; g < group; g++) {
             let h = kvh * group + g;
             let bh = b * p.num_heads + h;
-            for (var q0 = range.x; q0 < range.y; q0 += FF_BC) {
+            let first = clamp(lo, g * nq, g * nq + nq) - g * nq; // this head's query tiles
+            let last = clamp(hi, g * nq, g * nq + nq) - g * nq;
+            let q_end = min(range.y, range.x + last * FF_BC);
+            for (var q0 = range.x + first * FF_BC; q0 < q_end; q0 += FF_BC) {
                 let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
                 let dos = ff_q_rows(FF_DO, b, h, q0, 1.0);
                 // Scores as the forward's: softcapped before the mask, to the bit.
@@ -317,10 +343,10 @@ fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
                 }
             }
         }
-        ffb_store_kv(t, b, kvh, keys.x, dk.lo[0], dk.hi[0], dv.lo[0], dv.hi[0], parts);
-        ffb_store_kv(t, b, kvh, keys.y, dk.lo[1], dk.hi[1], dv.lo[1], dv.hi[1], parts);
-        ffb_store_kv(t, b, kvh, keys.z, dk.lo[2], dk.hi[2], dv.lo[2], dv.hi[2], parts);
-        ffb_store_kv(t, b, kvh, keys.w, dk.lo[3], dk.hi[3], dv.lo[3], dv.hi[3], parts);
+        ffb_store_kv(t, b, kvh, keys.x, dk.lo[0], dk.hi[0], dv.lo[0], dv.hi[0], parts, part);
+        ffb_store_kv(t, b, kvh, keys.y, dk.lo[1], dk.hi[1], dv.lo[1], dv.hi[1], parts, part);
+        ffb_store_kv(t, b, kvh, keys.z, dk.lo[2], dk.hi[2], dv.lo[2], dv.hi[2], parts, part);
+        ffb_store_kv(t, b, kvh, keys.w, dk.lo[3], dk.hi[3], dv.lo[3], dv.hi[3], parts, part);
     }
 }
 @compute @workgroup_size(256)
@@ -348,20 +374,27 @@ fn fa2f_bwd_dk_dq(
     ffb_key_tiles(lid, wg, nwg, FfbParts(false, true));
 }
 
-// ---- pass 3: dQ from the partial sums ----
-// Dispatch: (ceil(head_dim / 128), ceil(seq_q / 2), batch * num_heads); invocation lid
-// takes column 128 wg.x + lid % 128 of query row 2 wg.y + lid / 128 (consecutive
-// invocations read consecutive floats).
+// ---- the sum passes ----
+// Dispatch: (ceil(head_dim / 128), ceil(rows / 2), batch * heads); invocation lid takes
+// column 128 wg.x + lid % 128 of row 2 wg.y + lid / 128 (consecutive invocations read
+// consecutive floats). (batch, head, row, column) of the invocation:
+fn ffb_sum_cell(lid: u32, wg: vec3<u32>, heads: u32) -> vec4<u32> {
+    let c = wg.x * 128u + lid % 128u;
+    return vec4<u32>(wg.z / heads, wg.z % heads, wg.y * 2u + lid / 128u, c);
+}
+
+// ---- pass 3: dQ from the partial sums (rows: queries of num_heads) ----
 @compute @workgroup_size(256)
 fn fa2f_bwd_dq_sum(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wg: vec3<u32>
 ) {
     let p = fa2_params;
-    let b = wg.z / p.num_heads;
-    let h = wg.z % p.num_heads;
-    let qi = wg.y * 2u + lid / 128u;
-    let c = wg.x * 128u + lid % 128u;
+    let cell = ffb_sum_cell(lid, wg, p.num_heads);
+    let b = cell.x;
+    let h = cell.y;
+    let qi = cell.z;
+    let c = cell.w;
     if (qi >= ff_seq(b).len_q || c >= p.head_dim) { return; }
     // The runner sizes the scratch exactly: G = what follows the row stats, in slots.
     let slots = (arrayLength(&ffb_scratch) - ffb_stats_len()) / ffb_slot_len();
@@ -372,4 +405,33 @@ fn fa2f_bwd_dq_sum(
         ffb_scratch[i] = 0.0;
     }
     ffb_dq[((ff_seq(b).q_row0 + qi) * p.num_heads + h) * p.head_dim + c] = acc;
+}
+
+// ---- pass 4: dK and dV from their copies (rows: keys of num_kv_heads) ----
+// With P = 1 (the buffers hold one copy) the key-tile passes stored them: nothing to do.
+@compute @workgroup_size(256)
+fn fa2f_bwd_kv_sum(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wg: vec3<u32>
+) {
+    let p = fa2_params;
+    let cell = ffb_sum_cell(lid, wg, p.num_kv_heads);
+    let b = cell.x;
+    let kvh = cell.y;
+    let kj = cell.z;
+    let c = cell.w;
+    if (kj >= ff_seq(b).len_k || c >= p.head_dim) { return; }
+    let n = ffb_kv_len();
+    // The runner sizes the buffers exactly: P copies (one when P = 1).
+    let kv_parts = arrayLength(&ffb_dk) / n;
+    if (kv_parts < 2u) { return; }
+    let i = ((ff_seq(b).k_row0 + kj) * p.num_kv_heads + kvh) * p.head_dim + c;
+    var dk = ffb_dk[i];
+    var dv = ffb_dv[i];
+    for (var part = 1u; part < kv_parts; part++) {
+        dk += ffb_dk[part * n + i];
+        dv += ffb_dv[part * n + i];
+    }
+    ffb_dk[i] = dk;
+    ffb_dv[i] = dv;
 }

@@ -31,7 +31,8 @@
 // Row strides of 9 / 17 / 16 FF_NCOL + 1 vec4 keep the vec4 reads of 8 consecutive tx
 // (or 4 consecutive ty) of a 32-wide subgroup on distinct banks.
 // Output columns: a workgroup owns FF_DCOLS = 64 FF_NCOL columns of head_dim, block
-// workgroup_id.x of ceil(head_dim / FF_DCOLS) (Kernel.cols_per_workgroup). Up to 128 that
+// workgroup_id.x % ceil(head_dim / FF_DCOLS) (Kernel.cols_per_workgroup; the backward's
+// key-tile passes repeat the blocks along x once per part of a key tile). Up to 128 that
 // is all of them; at 256 two workgroups share each tile, each computing the whole score
 // tile (its GEMMs stream all of head_dim) and the second GEMM for its half: 32 more
 // accumulator floats per invocation would cost the second workgroup per SM.
@@ -50,11 +51,14 @@ const FF_MASKED: f32 = -1.0e30; // a score <= this is masked (FA2_MASKED)
 const FF_OUT: f32 = -3.0e38; // what a masked score becomes: exp(FF_OUT - m) == 0
 const FF_EMPTY_LSE: f32 = 3.0e38;
 const FF_DCOLS: u32 = 64u * FF_NCOL; // output columns per workgroup (head_dim floats)
-// The first output column this workgroup owns: FF_DCOLS workgroup_id.x, set first thing
-// by every entry point that writes output columns (ff_set_cols); a uniform value.
+// The first output column this workgroup owns: FF_DCOLS (workgroup_id.x % column blocks),
+// set first thing by every entry point that writes output columns (ff_set_cols); uniform.
 var<private> ff_col0: u32;
+fn ff_col_blocks() -> u32 {
+    return (fa2_params.head_dim + FF_DCOLS - 1u) / FF_DCOLS;
+}
 fn ff_set_cols(wg: vec3<u32>) {
-    ff_col0 = wg.x * FF_DCOLS;
+    ff_col0 = (wg.x % ff_col_blocks()) * FF_DCOLS;
 }
 // ---- the sequence a workgroup works on ----
 // A variable-length batch (FlashAttention-2's cu_seqlens; role seqlens) packs Q, O, dO,

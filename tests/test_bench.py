@@ -102,6 +102,23 @@ def test_tiny_bench_writes_table_json_and_plot(
     assert "harness overhead" in capsys.readouterr().out
 
 
+def test_seq_k_benchmarks_short_keys_and_refuses_causal(tmp_path: Path) -> None:
+    from py_harness.host.tools.bench import main
+
+    argv = ["--seq", "70", "--seq-k", "5", "--head-dim", "16", "--heads", "4", "--kv-heads", "1"]
+    argv += ["--runs", "1", "--warmup", "0", "--no-torch", "--variant", "fast", "--runtime"]
+    with pytest.raises(SystemExit, match="--seq-k: only >= 1, with --causal no"):
+        main([*argv, "wgpu", "--causal", "both"])
+    if runtime("wgpu").missing():
+        pytest.skip(runtime("wgpu").missing())
+    out = tmp_path / "b.json"
+    assert own_thread(main, [*argv, "wgpu", "--causal", "no", "--verify", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [v["passed"] for v in doc["verify"]] == [True]
+    fast = next(r for r in doc["rows"] if r["impl"] == "fast")
+    assert "fa2f_bwd_kv_sum" in fast["extra"]["pass_ms"]
+
+
 @pytest.mark.slow
 def test_occupancy_probe_times_each_spread(tmp_path: Path) -> None:
     """scripts/occupancy_probe.py (docs/results-h200.md quotes it) runs on this adapter:

@@ -17,7 +17,7 @@ from py_harness.config import AttentionConfig, ConfigError, buffer_sizes, valida
 from py_harness.gpu.device import Buffer, Span
 from py_harness.kernels import FAST, RO, RW, SEED, UNIFORM, VARIANTS, Kernel, Variant
 from py_harness.params import DEFAULT_PARAMS, PARAMS_SIZE, pack_params, params_size
-from py_harness.runner import create_buffers, read_outputs
+from py_harness.runner import Split, create_buffers, read_outputs
 from py_harness.service import request_variant
 from tests.fakes import NoGPUWorkDevice, own_thread
 
@@ -198,7 +198,7 @@ def test_qkv_packs_each_position_and_splits_back() -> None:
         replace(packed, supports=frozenset({"gqa"}))
     # the runner builds qkv from the host's tensors and splits dqkv into dq, dk, dv
     dev = Recorder()
-    bufs = create_buffers(dev, cfg, {"q": q, "k": k, "v": v}, 0, packed)
+    bufs = create_buffers(dev, cfg, {"q": q, "k": k, "v": v}, Split(), packed)
     assert sorted(bufs) == sorted(packed.storage_roles)  # binds no params: none made
     bufs["dqkv"].handle[: 3 * len(q)] = qkv.tobytes()
     got = own_thread(asyncio.run, read_outputs(dev, cfg, bufs, ("dq", "dk", "dv")))
@@ -271,7 +271,7 @@ def test_the_runner_makes_only_the_bound_buffers_and_splits_dkv() -> None:
     x = {n: floats(e) for n, e in buffer_sizes(CFG, ("q", "k", "v", "d_out")).items()}
     dev = Recorder()
     v = packed_kv()
-    bufs = create_buffers(dev, CFG, x, slots=0, variant=v)
+    bufs = create_buffers(dev, CFG, x, Split(), variant=v)
     assert sorted(bufs) == sorted((*v.storage_roles, "params"))  # no k, v, dk, dv buffers
     assert "mask" in bufs and bufs["mask"].size == 16  # absent: a one-vec4 placeholder
     assert bufs["kv"].handle[: 4 * 2 * d] == x["k"][: 4 * d] + x["v"][: 4 * d]
@@ -282,5 +282,7 @@ def test_the_runner_makes_only_the_bound_buffers_and_splits_dkv() -> None:
     got = own_thread(asyncio.run, read_outputs(dev, CFG, bufs, ("dq", "dk", "dv")))
     assert got["dk"] == x["v"] and got["dv"] == x["k"] and len(got["dq"]) == len(x["q"])
     # the seed binds every separate buffer, as before
-    assert sorted(create_buffers(dev, CFG, x, 0, FAST)) == sorted((*FAST.storage_roles, "params"))
+    assert sorted(create_buffers(dev, CFG, x, Split(), FAST)) == sorted(
+        (*FAST.storage_roles, "params")
+    )
     assert "k" in FAST.storage_roles and UNIFORM not in FAST.storage_roles

@@ -142,6 +142,12 @@ def test_the_packed_kv_example_loads() -> None:
             ["no kernel binds alibi_slopes"],
         ),
         ('rows = "seq_k"', 'rows = "keys"', ["rows: must be one of seq_q, seq_k, slots"]),
+        ('rows = "seq_k"', 'rows = "seq_k"\nkey_parts = 1', ["key_parts: must be true or false"]),
+        (
+            'rows = "seq_k"',
+            'rows = "seq_k"\nkey_parts = true',
+            ["key_parts: dK and dV copies need dk and dv bound"],
+        ),
         ('name = "tiny"', 'name = "tiny"\nentrypoint = "x"', ["unknown key 'entrypoint'"]),
         ('files = ["k.wgsl"]', 'files = ["gone.wgsl"]', ["gone.wgsl: No such file"]),
         ('supports = ["causal"]\n', "", ["`supports` is missing"]),

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from py_harness.config import AttentionConfig, ConfigError
+from py_harness.config import AttentionConfig, ConfigError, buffer_sizes
 from py_harness.gpu.device import Buffer
 from py_harness.host.paths import SHADER_DIR
 from py_harness.kernels import (
@@ -15,9 +15,10 @@ from py_harness.kernels import (
     FAST_WORKGROUP_BYTES,
     PARTIAL_DQ_MAX,
     VARIANTS,
+    Kernel,
     scratch_elems,
 )
-from py_harness.runner import create_buffers
+from py_harness.runner import Split, create_buffers
 from tests.fakes import NoGPUWorkDevice
 
 COMMON = SHADER_DIR / "fa2_fast_common.wgsl"
@@ -37,14 +38,18 @@ def test_fast_rows_and_workgroup_memory_match_the_wgsl() -> None:
     fast = VARIANTS["fast"]
     for v in (fast, *(s for _, s in fast.by_head_dim)):
         assert v.forward.rows_per_workgroup == FAST_ROWS
-        pre, *key_tiles, dq_sum = v.backward
-        # the pass adding dQ's partial sums takes slots; a dV-only pass, FF_BR keys each
+        pre, *key_tiles, dq_sum, kv_sum = v.backward
+        # the pass adding dQ's partial sums takes slots; a dV-only pass, FF_BR keys each;
+        # both split their key tiles into parts, which the last pass adds
         assert key_tiles[-1].rows == "slots" and v.partial_dq
         assert all(k.rows_per_workgroup == FAST_ROWS for k in key_tiles if k.rows != "slots")
         assert all(f"fn {k.entry_point}(" in bwd for k in key_tiles)
+        assert all(k.key_parts for k in key_tiles)
+        assert not any(k.key_parts for k in (pre, dq_sum, kv_sum))
         # the per-row passes' rows per workgroup, as their WGSL computes the row
         assert f"let qi = wg.y * {pre.rows_per_workgroup}u + lid;" in bwd
-        assert f"let qi = wg.y * {dq_sum.rows_per_workgroup}u + lid / 128u;" in bwd
+        assert dq_sum.rows_per_workgroup == kv_sum.rows_per_workgroup
+        assert f"wg.y * {dq_sum.rows_per_workgroup}u + lid / 128u, c);" in bwd  # ffb_sum_cell
         assert v.required_limits["maxComputeWorkgroupStorageSize"] == FAST_WORKGROUP_BYTES
 
 
@@ -58,9 +63,10 @@ def test_column_blocks_match_the_wgsl_and_cover_head_dim() -> None:
     for bound, v in ((fast.max_head_dim, fast), *fast.by_head_dim):
         module = v.forward.files[1]
         ncol = _const((SHADER_DIR / module).read_text(), "FF_NCOL")
-        *passes, dq_sum = (v.forward, *v.backward[1:])
+        *passes, dq_sum, kv_sum = (v.forward, *v.backward[1:])
         assert all(k.cols_per_workgroup == 64 * ncol for k in passes), module
         assert f"let c = wg.x * {dq_sum.cols_per_workgroup}u + lid % 128u;" in bwd
+        assert kv_sum.cols_per_workgroup == dq_sum.cols_per_workgroup
         assert v.backward[0].cols_per_workgroup == 0  # the Delta pass loops over head_dim
         dims = range(65, fast.max_head_dim + 1) if v is fast else range(1, bound + 1)
         for d in dims:
@@ -70,6 +76,8 @@ def test_column_blocks_match_the_wgsl_and_cover_head_dim() -> None:
                 x = k.workgroups(cfg, slots=1)[0]
                 cols = k.cols_per_workgroup or d
                 assert (x - 1) * cols < d <= x * cols, (k.entry_point, d, x)
+                # parts repeat the column blocks along x (ff_set_cols takes x % blocks)
+                assert k.workgroups(cfg, 1, 3)[0] == x * (3 if k.key_parts else 1)
 
 
 def test_partial_dq_slots_fill_the_gpu_within_one_binding() -> None:
@@ -88,6 +96,32 @@ def test_partial_dq_slots_fill_the_gpu_within_one_binding() -> None:
     # ... and a case whose scratch cannot fit is refused by name, with the limit
     with pytest.raises(ConfigError, match=r"seq_q.*over the device limit of 1000000 bytes"):
         fast.dq_slots(AttentionConfig(1, 16, 4096, 4096, 64), 1_000_000)
+
+
+def test_key_tiles_split_into_parts_where_they_are_too_few() -> None:
+    fast = VARIANTS["fast"]
+    big = 1 << 40
+    # enough key tiles (64 x 16 heads): no split; the seed never splits
+    assert fast.kv_parts(AttentionConfig(1, 16, 4096, 4096, 64), big) == 1
+    assert VARIANTS["seed"].kv_parts(AttentionConfig(1, 16, 4096, 1, 64), big) == 1
+    # cross-attention's short K: 2 key tiles x 16 heads, 8 parts each fill 256 workgroups
+    assert fast.kv_parts(AttentionConfig(1, 16, 4096, 128, 128), big) == 8
+    # one key of MQA: 256 parts of 16 heads x 64 query tiles; at most half the query tiles
+    assert fast.kv_parts(AttentionConfig(1, 16, 4096, 1, 64, num_kv_heads=1), big) == 256
+    assert fast.kv_parts(AttentionConfig(1, 16, 64, 1, 64, num_kv_heads=1), big) == 8
+    assert fast.kv_parts(AttentionConfig(1, 1, 64, 1, 64), big) == 1
+    # the copies of dK stay within one binding
+    cfg = AttentionConfig(1, 16, 4096, 1, 64, num_kv_heads=1)
+    assert fast.kv_parts(cfg, 64 * 4 * 10) == 10
+    sizes = buffer_sizes(cfg, ("dk", "dv", "dq"), 1, kv_parts=10)
+    assert sizes == {"dk": 640, "dv": 640, "dq": 4096 * 16 * 64}
+
+
+def test_key_parts_travel_with_the_kernel() -> None:
+    # the page rebuilds a variant's kernels from to_dict (variants.request_form)
+    for k in VARIANTS["fast"].for_head_dim(128).backward:
+        assert Kernel.from_dict(k.to_dict()) == k
+    assert Kernel.from_dict({**k.to_dict(), "key_parts": True}).key_parts
 
 
 class SizeRecorder(NoGPUWorkDevice):
@@ -109,7 +143,7 @@ def test_buffers_read_as_vec4s_hold_every_float() -> None:
     assert cfg.q_elems() % 4 and cfg.kv_elems() % 4 and cfg.rows() % 2
     f32 = {n: b"\0" * 4 * e for n, e in (("q", cfg.q_elems()), ("k", cfg.kv_elems()))}
     tensors = {**f32, "v": f32["k"], "d_out": f32["q"]}
-    bufs = create_buffers(SizeRecorder(), cfg, tensors, slots=3)
+    bufs = create_buffers(SizeRecorder(), cfg, tensors, Split(dq_slots=3))
     for name in ("q", "k", "v", "d_out", "mask"):
         assert bufs[name].size % 16 == 0 and bufs[name].size >= len(tensors.get(name, b"")), name
     # [Delta, LSE] of 177 rows: 354 floats, then 3 sums of 177 x 59 floats, each from a vec4

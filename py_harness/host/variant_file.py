@@ -25,6 +25,9 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
     cols_per_workgroup = 128                # optional: workgroups along x = ceil(head_dim /
                                             # this), each its block of output columns
                                             # (default: one, all of head_dim)
+    key_parts = false                       # optional, backward: x also counts parts of
+                                            # each key tile; part p writes copy p of dk, dv
+                                            # (variant.Kernel.key_parts)
 
     [[backward]]                            # one table per pass, dispatched in order
     ...
@@ -94,6 +97,7 @@ KERNEL_KEYS = (
     "heads",
     "rows_per_workgroup",
     "cols_per_workgroup",
+    "key_parts",
 )
 # WebGPU's default limits, which a kernel needs no declaration to stay within.
 DEFAULT_LIMITS = {
@@ -246,6 +250,7 @@ class _KernelCheck:
                 self.table["heads"],
                 self.table.get("rows_per_workgroup", rows),
                 self.table.get("cols_per_workgroup", 0),
+                self.table.get("key_parts", False),
             )
         except ConfigError as exc:
             raise VariantFileError(f"{self.where}: {exc}") from None

@@ -193,8 +193,13 @@ _KEY_PASSES = {
 }
 
 
-def _fast_key_pass(entry: str, slot: int, slots: int, cfg: AttentionConfig) -> int:
-    """ffb_key_tiles of workgroup `slot` of `slots`: key tiles slot, 2 slots - 1 - slot, ..."""
+def _fast_key_pass(
+    entry: str, slot: int, slots: int, cfg: AttentionConfig, part: int = 0, parts: int = 1
+) -> int:
+    """ffb_key_tiles of workgroup `slot` of `slots`, part `part` of `parts` of each key tile:
+    key tiles slot, 2 slots - 1 - slot, ...; of each, query tiles [lo, hi) of the group's
+    heads x query tiles, head-major (the round order's alternation is modelled as strict:
+    an upper bound of a few tiles either way)."""
     chunks, passes, vk = _fast_shape(cfg.head_dim)
     scores, pv_q, pv_k, masked = _KEY_PASSES[entry]
     group = cfg.num_heads // cfg.kv_heads
@@ -204,57 +209,72 @@ def _fast_key_pass(entry: str, slot: int, slots: int, cfg: AttentionConfig) -> i
         if k0 >= cfg.seq_k:
             break
         qb, qe = query_range(k0, min(k0 + FAST_ROWS, cfg.seq_k) - 1, cfg)
-        per_head = sum(
-            scores * _score_tile(chunks)
-            + pv_q * _pv_tile(cfg.seq_q - q0, passes, vk)
-            + pv_k * _pv_tile(cfg.seq_k - k0, passes, vk)
-            + 1
-            for q0 in range(qb, qe, FAST_ROWS)
-        )
-        c += group * (per_head + masked + 2) + masked + 3
+        nq = _cdiv(qe - qb, FAST_ROWS) if qe > qb else 0
+        lo, hi = part * group * nq // parts, (part + 1) * group * nq // parts
+        for g in range(group):
+            first = min(max(lo, g * nq), g * nq + nq) - g * nq
+            last = min(max(hi, g * nq), g * nq + nq) - g * nq
+            per_head = sum(
+                scores * _score_tile(chunks)
+                + pv_q * _pv_tile(cfg.seq_q - q0, passes, vk)
+                + pv_k * _pv_tile(cfg.seq_k - k0, passes, vk)
+                + 1
+                for q0 in range(qb + first * FAST_ROWS, min(qe, qb + last * FAST_ROWS), FAST_ROWS)
+            )
+            c += per_head + masked + 2
+        c += masked + 3
         rnd += 1
     return c + masked + 3
 
 
-def fast_counts(cfg: AttentionConfig) -> dict[str, int]:
-    """The largest count C over the workgroups of each fast entry point's dispatch."""
+def fast_counts(cfg: AttentionConfig, kv_parts: int | None = None) -> dict[str, int]:
+    """The largest count C over the workgroups of each fast entry point's dispatch, with
+    the parts per key tile the runner chooses (Variant.kv_parts) or `kv_parts`."""
+    chosen = FAST.for_head_dim(cfg.head_dim)
     try:
-        slots = FAST.for_head_dim(cfg.head_dim).dq_slots(cfg, LAVAPIPE_BINDING_CAP)
+        slots = chosen.dq_slots(cfg, LAVAPIPE_BINDING_CAP)
     except ConfigError:  # refused before any GPU work: nothing runs
         return {}
+    parts = kv_parts or chosen.kv_parts(cfg, LAVAPIPE_BINDING_CAP)
     if cfg.varlen:  # each workgroup walks its own sequence: the largest count of any
         out: dict[str, int] = {}
         for _, len_q, _, len_k in cfg.sequences():
             if len_q and len_k:
                 one = cfg.dense_sequence(len_q, len_k)
-                for entry, c in _fast_dense_counts(one, slots).items():
+                for entry, c in _fast_dense_counts(one, slots, parts).items():
                     out[entry] = max(out.get(entry, 0), c)
         return out
-    return _fast_dense_counts(cfg, slots)
+    return _fast_dense_counts(cfg, slots, parts)
 
 
-def _fast_dense_counts(cfg: AttentionConfig, slots: int) -> dict[str, int]:
+def _fast_dense_counts(cfg: AttentionConfig, slots: int, parts: int) -> dict[str, int]:
     out = {
         "fa2f_fwd": max(_fast_fwd(q0, cfg) for q0 in range(0, cfg.seq_q, FAST_ROWS)),
         "fa2f_bwd_pre": _cdiv(cfg.head_dim, 4) + 1,  # its head_dim loop
         "fa2f_bwd_dq_sum": slots + 1,  # its loop over the partial sums
+        "fa2f_bwd_kv_sum": parts + 1,  # its loop over the copies of dK and dV
     }
     tiles = _cdiv(cfg.seq_k, FAST_ROWS)
     passes = [("fa2f_bwd_dk_dv", slots)]
     if cfg.head_dim > 64:  # the dV pass takes one key tile per workgroup
         passes = [("fa2f_bwd_dv", tiles), ("fa2f_bwd_dk_dq", slots)]
     for entry, n in passes:
-        out[entry] = max(_fast_key_pass(entry, s, n, cfg) for s in range(n))
+        out[entry] = max(
+            _fast_key_pass(entry, s, n, cfg, p, parts) for s in range(n) for p in range(parts)
+        )
     return out
 
 
-def loop_counts(variant: str, cfg: AttentionConfig, lanes: int = 8) -> dict[str, int]:
+def loop_counts(
+    variant: str, cfg: AttentionConfig, lanes: int = 8, kv_parts: int | None = None
+) -> dict[str, int]:
     """Each entry point's largest count per SIMD vector of `lanes`; {} for a variant this
-    model does not know."""
+    model does not know. kv_parts: the fast backward's parts per key tile, if not the
+    runner's choice."""
     if variant == "seed":
         return seed_counts(cfg, lanes)
     if variant == "fast":
-        return fast_counts(cfg)
+        return fast_counts(cfg, kv_parts)
     return {}
 
 

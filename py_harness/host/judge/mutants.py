@@ -236,9 +236,29 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "ff_pv_tile(lid, t, FfAcc(), ks, 1u)",
     ),
     _fast("dv-pass-off", FAST_BWD, "FfbParts(true, false)", "FfbParts(false, false)"),
+    # A key tile's work split into parts (Variant.kv_parts): the last copy of dK and dV not
+    # added, a part's column block taken as workgroup_id.x itself (past head_dim from part
+    # 1 on), a head's first query tile taken from the flat index without the head's offset,
+    # every part's dK and dV stored over copy 0, the parts counted from workgroups along x
+    # without dividing by the column blocks (head_dim > 128)
+    _fast("kv-sum-last-part", FAST_BWD, "part < kv_parts; part++", "part + 1u < kv_parts; part++"),
+    _fast("kv-part-col-block", FAST_COMMON, "(wg.x % ff_col_blocks())", "wg.x"),
+    _fast(
+        "kv-part-head-offset",
+        FAST_BWD,
+        "let first = clamp(lo, g * nq, g * nq + nq) - g * nq;",
+        "let first = clamp(lo, g * nq, g * nq + nq);",
+    ),
+    _fast("kv-copy-offset", FAST_BWD, " + part * ffb_kv_len();", ";"),
+    _fast(
+        "kv-parts-count",
+        FAST_BWD,
+        "let kv_parts = nwg.x / ff_col_blocks();",
+        "let kv_parts = nwg.x;",
+    ),
     # head_dim > 128's column blocks (workgroup_id.x): the second block's O, dK or dV stored
     # over the first's columns, its dQ sums added there, its rows of V, dO, Q or K read from
-    # the first block's columns, or dQ's sum pass summing only the first block
+    # the first block's columns, or the sum passes (dQ's; dK and dV's) summing only the first block
     _fast(
         "fwd-col-block-store", FAST_FWD, "(base, ff_col0 + t.x * 4u, lo)", "(base, t.x * 4u, lo)"
     ),
@@ -648,6 +668,16 @@ FIRST_CATCH: dict[str, str] = {
     "fast-dq-col-block-add": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-rows-col-block": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-dq-sum-col-block": "d256-sq77-sk130-gqa4x2-causal-br",
+    **dict.fromkeys(
+        (
+            "fast-kv-sum-last-part",
+            "fast-kv-part-col-block",
+            "fast-kv-part-head-offset",
+            "fast-kv-copy-offset",
+        ),
+        "d59-sq113-sk203-gqa6x2-causal",
+    ),
+    "fast-kv-parts-count": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-dq-high-half": "d128-sq128-sk217-h4-win32",
     "fast-dv-pass-off": "d128-sq128-sk217-h4-win32",
     "fast-load-aligned-even": "d18-sq113-sk59-h2-causal",

@@ -95,6 +95,8 @@ def _row_json(row: Row, cfg: AttentionConfig, torch_row: Row | None) -> dict:
 def run(args: argparse.Namespace) -> int:
     from ..engine import open_session
 
+    if args.seq_k is not None and (args.lengths or args.causal != "no" or args.seq_k < 1):
+        raise SystemExit("--seq-k: only >= 1, with --causal no and without --lengths")
     reason = runtime(args.runtime).missing()
     if reason:
         raise SystemExit(f"--runtime {args.runtime}: not available here: {reason}")
@@ -218,8 +220,9 @@ def _measure(session, cfg, variants, torch, tdev, args, skipped) -> tuple[list[R
 def _config(
     args: argparse.Namespace, heads: int, seq: int, d: int, causal: bool
 ) -> AttentionConfig:
-    """One benchmarked size (Sq = Sk = seq) with the command line's feature options; with
-    --lengths, the variable-length batch of those sequences instead (seq: the longest)."""
+    """One benchmarked size (Sq = Sk = seq, or Sk = --seq-k) with the command line's feature
+    options; with --lengths, the variable-length batch of those sequences instead (seq: the
+    longest)."""
     batch, cu = args.batch, None
     if args.lengths:
         batch, cu = len(args.lengths), cu_seqlens(args.lengths)
@@ -227,7 +230,7 @@ def _config(
         batch,
         heads,
         seq,
-        seq,
+        args.seq_k or seq,
         d,
         cu_seqlens_q=cu,
         cu_seqlens_k=cu,
@@ -327,6 +330,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--head-dim", help=f"default {GPU_DEFAULTS['head_dim']} ({CPU_DEFAULTS['head_dim']} on CPU)"
+    )
+    ap.add_argument(
+        "--seq-k",
+        type=int,
+        help="the keys' length instead of Sq (cross-attention; --seq is then Sq); not with "
+        "causal: torch's is_causal aligns Sq != Sk top-left, FlashAttention-2 bottom-right",
     )
     ap.add_argument("--causal", default="both", choices=["both", "yes", "no"])
     ap.add_argument("--batch", type=int, default=1)
