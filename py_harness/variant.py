@@ -69,6 +69,11 @@ SEED_MAX_HEAD_DIM = 128
 # 132-SM GPU, and at most 64 sums (64 x head_dim floats of scratch per query row).
 PARTIAL_DQ_WORKGROUPS = 256
 PARTIAL_DQ_MAX = 64
+# Query tiles per part of a key tile, on average, at least (Variant.kv_parts): SwiftShader
+# pays for each workgroup about what a few tiles cost (d64-sq300-sk130-mqa6x1-causal's
+# dK/dV pass: 239 ms in one part per key tile, 281 in 4 parts of 7.5 tiles, 676 in 15
+# parts of 2), and an H200 is full long before.
+KV_PART_MIN_TILES = 8
 
 
 def features_used(cfg: AttentionConfig) -> dict[str, str]:
@@ -368,8 +373,8 @@ class Variant:
         """How many parts each key tile's work is split into (1: none; see Kernel.key_parts):
         where the key tiles alone, one workgroup each, would not fill a large GPU
         (PARTIAL_DQ_WORKGROUPS over batch x kv_heads, as dq_slots), enough parts that they
-        do, with two query tiles per part on average at least, within one binding of
-        cap_bytes for the copies of dK."""
+        do, with KV_PART_MIN_TILES query tiles per part on average at least, within one
+        binding of cap_bytes for the copies of dK."""
         split = [k for k in self.backward if k.key_parts]
         if not split:
             return 1
@@ -379,7 +384,7 @@ class Variant:
         tiles = math.ceil(cfg.seq_k / tile)
         items = cfg.num_heads // cfg.kv_heads * math.ceil(cfg.seq_q / tile)
         fit = cap_bytes // (F32_BYTES * whole_vec4s(cfg.total_k * cfg.kv_heads * cfg.head_dim))
-        return max(1, min(math.ceil(want / tiles), items // 2, fit))
+        return max(1, min(math.ceil(want / tiles), items // KV_PART_MIN_TILES, fit))
 
     def for_head_dim(self, head_dim: int) -> Variant:
         return next((v for bound, v in self.by_head_dim if head_dim <= bound), self)

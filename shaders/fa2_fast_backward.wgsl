@@ -415,17 +415,14 @@ fn fa2f_bwd_kv_sum(
     @builtin(workgroup_id) wg: vec3<u32>
 ) {
     let p = fa2_params;
-    let cell = ffb_sum_cell(lid, wg, p.num_kv_heads);
-    let b = cell.x;
-    let kvh = cell.y;
-    let kj = cell.z;
-    let c = cell.w;
-    if (kj >= ff_seq(b).len_k || c >= p.head_dim) { return; }
+    let key = ffb_sum_cell(lid, wg, p.num_kv_heads); // (batch, kv head, key, column)
+    let s = ff_seq(key.x);
+    if (key.z >= s.len_k || key.w >= p.head_dim) { return; }
     let n = ffb_kv_len();
     // The runner sizes the buffers exactly: P copies (one when P = 1).
     let kv_parts = arrayLength(&ffb_dk) / n;
     if (kv_parts < 2u) { return; }
-    let i = ((ff_seq(b).k_row0 + kj) * p.num_kv_heads + kvh) * p.head_dim + c;
+    let i = ((s.k_row0 + key.z) * p.num_kv_heads + key.y) * p.head_dim + key.w;
     var dk = ffb_dk[i];
     var dv = ffb_dv[i];
     for (var part = 1u; part < kv_parts; part++) {

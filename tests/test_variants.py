@@ -106,9 +106,9 @@ def test_key_tiles_split_into_parts_where_they_are_too_few() -> None:
     assert VARIANTS["seed"].kv_parts(AttentionConfig(1, 16, 4096, 1, 64), big) == 1
     # cross-attention's short K: 2 key tiles x 16 heads, 8 parts each fill 256 workgroups
     assert fast.kv_parts(AttentionConfig(1, 16, 4096, 128, 128), big) == 8
-    # one key of MQA: 256 parts of 16 heads x 64 query tiles; at most half the query tiles
-    assert fast.kv_parts(AttentionConfig(1, 16, 4096, 1, 64, num_kv_heads=1), big) == 256
-    assert fast.kv_parts(AttentionConfig(1, 16, 64, 1, 64, num_kv_heads=1), big) == 8
+    # one key of MQA: 16 heads x 64 query tiles, at least KV_PART_MIN_TILES of them a part
+    assert fast.kv_parts(AttentionConfig(1, 16, 4096, 1, 64, num_kv_heads=1), big) == 128
+    assert fast.kv_parts(AttentionConfig(1, 16, 64, 1, 64, num_kv_heads=1), big) == 2
     assert fast.kv_parts(AttentionConfig(1, 1, 64, 1, 64), big) == 1
     # the copies of dK stay within one binding
     cfg = AttentionConfig(1, 16, 4096, 1, 64, num_kv_heads=1)

@@ -327,6 +327,11 @@ CASES: tuple[Case, ...] = (
         dropout_p=0.17,
         smoke=True,
     ),
+    # A short K (as in cross-attention), whose key tiles the fast backward splits into parts
+    # (Variant.kv_parts: 2 parts of 9 query tiles here), in a variable-length batch with a
+    # sequence without queries; GQA; head_dim 201 (two column blocks, the second partial,
+    # rows not on a vec4; the dV pass and the dK/dQ pass)
+    varlen(201, (330, 0, 77), (70, 5, 64), num_heads=6, num_kv_heads=2, smoke=True),
     varlen(8, (129, 17, 40), (257, 300, 64), num_heads=64, num_kv_heads=64, causal=True),
     varlen(256, (70, 129), (130, 33), num_heads=2, num_kv_heads=2, offset=3, causal=True),
     # ... and at sizes for GPUs: S = 4096 with MQA, 32768 rows per key; head_dim 256

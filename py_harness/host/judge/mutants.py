@@ -669,14 +669,10 @@ FIRST_CATCH: dict[str, str] = {
     "fast-rows-col-block": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-dq-sum-col-block": "d256-sq77-sk130-gqa4x2-causal-br",
     **dict.fromkeys(
-        (
-            "fast-kv-sum-last-part",
-            "fast-kv-part-col-block",
-            "fast-kv-part-head-offset",
-            "fast-kv-copy-offset",
-        ),
-        "d59-sq113-sk203-gqa6x2-causal",
+        ("fast-kv-sum-last-part", "fast-kv-part-col-block", "fast-kv-copy-offset"),
+        "d64-sq256-sk64-mqa16x1",
     ),
+    "fast-kv-part-head-offset": "d59-sq113-sk203-gqa6x2-causal",
     "fast-kv-parts-count": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-dq-high-half": "d128-sq128-sk217-h4-win32",
     "fast-dv-pass-off": "d128-sq128-sk217-h4-win32",
