@@ -22,6 +22,7 @@ from .config import (
     ROLES,
     AttentionConfig,
     ConfigError,
+    buffer_sizes,
     scratch_elems,
     whole_vec4s,
 )
@@ -71,9 +72,19 @@ PARTIAL_DQ_WORKGROUPS = 256
 PARTIAL_DQ_MAX = 64
 # Query tiles per part of a key tile, on average, at least (Variant.kv_parts): SwiftShader
 # pays for each workgroup about what a few tiles cost (d64-sq300-sk130-mqa6x1-causal's
-# dK/dV pass: 239 ms in one part per key tile, 281 in 4 parts of 7.5 tiles, 676 in 15
+# dK/dV pass: 275 ms in one part per key tile, 281 in 4 parts of 7.5 tiles, 676 in 15
 # parts of 2), and an H200 is full long before.
 KV_PART_MIN_TILES = 8
+
+
+def _key_tile_workgroups(cfg: AttentionConfig, tile: int) -> tuple[int, int]:
+    """(workgroups per (batch element, kv head) that fill a large GPU, key tiles of `tile`
+    keys): what dq_slots and kv_parts share out. A variable-length batch's longest sequence
+    alone should fill the GPU: its key tiles are the last to finish (8 sequences of mixed
+    lengths, sized as a batch, left the backward at a third of the dense rate on the H200)."""
+    batch = 1 if cfg.varlen else cfg.batch
+    want = math.ceil(PARTIAL_DQ_WORKGROUPS / (batch * cfg.kv_heads))
+    return want, math.ceil(cfg.seq_k / tile)
 
 
 def features_used(cfg: AttentionConfig) -> dict[str, str]:
@@ -360,13 +371,8 @@ class Variant:
                 f"heads x seq_q x (2 + head_dim) floats), over the device limit of "
                 f"{cap_bytes} bytes (maxStorageBufferBindingSize / maxBufferSize)",
             )
-        # A variable-length batch's longest sequence alone should fill the GPU: its key
-        # tiles are the last to finish (8 sequences of mixed lengths, sized as a batch,
-        # left the backward at a third of the dense rate on the H200).
-        batch = 1 if cfg.varlen else cfg.batch
-        want = math.ceil(PARTIAL_DQ_WORKGROUPS / (batch * cfg.kv_heads))
         tile = min(k.rows_per_workgroup for k in self.backward if k.rows == "slots")
-        tiles = math.ceil(cfg.seq_k / tile)
+        want, tiles = _key_tile_workgroups(cfg, tile)
         return max(1, min(want, tiles, PARTIAL_DQ_MAX, fit))
 
     def kv_parts(self, cfg: AttentionConfig, cap_bytes: int) -> int:
@@ -379,11 +385,9 @@ class Variant:
         if not split:
             return 1
         tile = min(k.rows_per_workgroup for k in split)  # keys per tile; queries per item
-        batch = 1 if cfg.varlen else cfg.batch
-        want = math.ceil(PARTIAL_DQ_WORKGROUPS / (batch * cfg.kv_heads))
-        tiles = math.ceil(cfg.seq_k / tile)
+        want, tiles = _key_tile_workgroups(cfg, tile)
         items = cfg.num_heads // cfg.kv_heads * math.ceil(cfg.seq_q / tile)
-        fit = cap_bytes // (F32_BYTES * whole_vec4s(cfg.total_k * cfg.kv_heads * cfg.head_dim))
+        fit = cap_bytes // (F32_BYTES * whole_vec4s(buffer_sizes(cfg, ("dk",))["dk"]))
         return max(1, min(math.ceil(want / tiles), items // KV_PART_MIN_TILES, fit))
 
     def for_head_dim(self, head_dim: int) -> Variant:

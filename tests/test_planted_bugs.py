@@ -131,8 +131,7 @@ def judging_runtime(harness: Session, paths: FloatPaths, selected: list[str]) ->
     """The first of the selected runtimes, in JUDGE_ORDER, whose float path is harness's."""
     mine = float_path(harness)
     paths.put(harness.runtime, mine)
-    rank = {name: i for i, name in enumerate(JUDGE_ORDER)}
-    for name in sorted(selected, key=lambda n: rank.get(n, len(rank))):
+    for name in in_judge_order(selected):
         if name == harness.runtime:
             break
         # Runtimes on another WGSL compiler cannot share the path: no need to probe them.
@@ -144,10 +143,13 @@ def judging_runtime(harness: Session, paths: FloatPaths, selected: list[str]) ->
 def first_float_path(paths: FloatPaths, selected: list[str]) -> str | None:
     """The selected runtime, first in JUDGE_ORDER, that has a float path: it judges every
     planted bug; the other float paths judge the PATH_DEPENDENT ones."""
+    return next((n for n in in_judge_order(selected) if paths.get(n)), None)
+
+
+def in_judge_order(selected: list[str]) -> list[str]:
+    """The selected runtimes in JUDGE_ORDER (any it does not name last)."""
     rank = {name: i for i, name in enumerate(JUDGE_ORDER)}
-    return next(
-        (n for n in sorted(selected, key=lambda n: rank.get(n, len(rank))) if paths.get(n)), None
-    )
+    return sorted(selected, key=lambda n: rank.get(n, len(rank)))
 
 
 def test_runtimes_on_one_float_path_agree_bit_for_bit(
