@@ -380,15 +380,34 @@ class Variant:
         where the key tiles alone, one workgroup each, would not fill a large GPU
         (PARTIAL_DQ_WORKGROUPS over batch x kv_heads, as dq_slots), enough parts that they
         do, with KV_PART_MIN_TILES query tiles per part on average at least, within one
-        binding of cap_bytes for the copies of dK."""
+        binding of cap_bytes for the copies of dK. A tile's parts add into its dQ sum on
+        rows no other part of it touches. With fewer sums than tiles a sum takes several
+        tiles in rounds, and its workgroups (one per part) reach them at different times,
+        so the parts must hold the same rows in every tile: whole heads of the group, as
+        many in each (where the query tiles differ per key tile, with causal masking or a
+        window, a part's bounds inside a head would move from tile to tile, and part 0 of
+        one round and part 1 of another would add into the same rows at once: 3 heads
+        over one K at S = 8192 on an H200, 128 key tiles over 64 sums, in 2 parts)."""
         split = [k for k in self.backward if k.key_parts]
         if not split:
             return 1
         tile = min(k.rows_per_workgroup for k in split)  # keys per tile; queries per item
         want, tiles = _key_tile_workgroups(cfg, tile)
-        items = cfg.num_heads // cfg.kv_heads * math.ceil(cfg.seq_q / tile)
+        group = cfg.num_heads // cfg.kv_heads
+        items = group * math.ceil(cfg.seq_q / tile)
         fit = cap_bytes // (F32_BYTES * whole_vec4s(buffer_sizes(cfg, ("dk",))["dk"]))
-        return max(1, min(math.ceil(want / tiles), items // KV_PART_MIN_TILES, fit))
+        parts = max(1, min(math.ceil(want / tiles), items // KV_PART_MIN_TILES, fit))
+        slots = self._slots_or_zero(cfg, cap_bytes) if self.partial_dq else 0
+        if 0 < slots < tiles:
+            parts = max(d for d in range(1, parts + 1) if group % d == 0)
+        return parts
+
+    def _slots_or_zero(self, cfg: AttentionConfig, cap_bytes: int) -> int:
+        """dq_slots, or 0 where it refuses the case (Split.of asks it first, and raises)."""
+        try:
+            return self.dq_slots(cfg, cap_bytes)
+        except ConfigError:
+            return 0
 
     def for_head_dim(self, head_dim: int) -> Variant:
         return next((v for bound, v in self.by_head_dim if head_dim <= bound), self)

@@ -110,6 +110,17 @@ def test_key_tiles_split_into_parts_where_they_are_too_few() -> None:
     assert fast.kv_parts(AttentionConfig(1, 16, 4096, 1, 64, num_kv_heads=1), big) == 128
     assert fast.kv_parts(AttentionConfig(1, 16, 64, 1, 64, num_kv_heads=1), big) == 2
     assert fast.kv_parts(AttentionConfig(1, 1, 64, 1, 64), big) == 1
+    # fewer dQ sums than key tiles, each sum's tiles in rounds: a part holds whole heads, the
+    # same in every tile, or two rounds' parts would add into the same dQ rows at once
+    mqa = AttentionConfig(1, 16, 8192, 8192, 64, num_kv_heads=1, causal=True)
+    assert fast.dq_slots(mqa, big) == 64 and fast.kv_parts(mqa, big) == 2  # 8 heads each
+    gqa3 = AttentionConfig(1, 3, 8192, 8192, 64, num_kv_heads=1, causal=True)
+    assert fast.dq_slots(gqa3, big) == 64 and fast.kv_parts(gqa3, big) == 1  # not 2
+    # 64 key tiles: a sum each on an H200, 4 parts of 1.5 heads; 21 sums fit lavapipe's
+    # binding, and 3 parts of 2 heads
+    gqa6 = AttentionConfig(1, 6, 4096, 4096, 64, num_kv_heads=1, causal=True)
+    assert fast.kv_parts(gqa6, big) == 4
+    assert fast.dq_slots(gqa6, 1 << 27) == 21 and fast.kv_parts(gqa6, 1 << 27) == 3
     # the copies of dK stay within one binding
     cfg = AttentionConfig(1, 16, 4096, 1, 64, num_kv_heads=1)
     assert fast.kv_parts(cfg, 64 * 4 * 10) == 10
