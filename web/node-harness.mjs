@@ -38,6 +38,29 @@ function dawnOptions(disabled, args) {
   return [`disable-dawn-features=${disabled.join(",")}`, ...rest];
 }
 
+// Dawn for Node waits for the GPU by polling: while any GPU work is pending it runs its
+// tick through setImmediate, which schedules the next one (its AsyncRunner, which looks
+// setImmediate up on the global object each time). That keeps the main thread busy for as
+// long as the GPU works, and on a CPU adapter the GPU is the other threads of this
+// machine: SwiftShader had one core of two. Its tick is a native function: after the first
+// POLL_SPIN_MS of a wait it runs on a 1 ms timer instead, so that the thread sleeps between
+// ticks; a short wait still ends as soon as the work does, and every other callback keeps
+// setImmediate.
+const POLL_SPIN_MS = 2;
+const setImmediateOf = globalThis.setImmediate;
+const NATIVE = /\{\s*\[native code\]\s*\}\s*$/;
+let lastTick = -Infinity;
+let waitStart = 0;
+globalThis.setImmediate = (fn, ...args) => {
+  if (typeof fn !== "function" || !NATIVE.test(Function.prototype.toString.call(fn))) {
+    return setImmediateOf(fn, ...args);
+  }
+  const now = performance.now();
+  if (now - lastTick > 5) waitStart = now; // a new wait: the ticks before it are long past
+  lastTick = now;
+  return now - waitStart < POLL_SPIN_MS ? setImmediateOf(fn, ...args) : setTimeout(fn, 1, ...args);
+};
+
 // Relative URLs are the page's own files (page.py fetches "../shaders/NAME"): read them
 // from the checkout, as the server would serve them.
 const nodeFetch = globalThis.fetch;
