@@ -40,13 +40,14 @@ function dawnOptions(disabled, args) {
 
 // Dawn for Node waits for the GPU by polling: while any GPU work is pending it runs its
 // tick through setImmediate, which schedules the next one (its AsyncRunner, which looks
-// setImmediate up on the global object each time). That keeps the main thread busy for as
-// long as the GPU works, and on a CPU adapter the GPU is the other threads of this
-// machine: SwiftShader had one core of two. Its tick is a native function: after the first
+// setImmediate up on the global object each time). That kept the main thread busy for
+// 54-61 % of a GPU-bound case on SwiftShader, CPU the GPU's own threads needed on a
+// 2-core machine (docs/runtimes.md). Its tick is a native function: after the first
 // POLL_SPIN_MS of a wait it runs on a 1 ms timer instead, so that the thread sleeps between
-// ticks; a short wait still ends as soon as the work does, and every other callback keeps
-// setImmediate.
+// ticks (8-20 % busy); a short wait still ends as soon as the work does, and every other
+// callback keeps setImmediate. Ticks more than NEW_WAIT_MS apart belong to different waits.
 const POLL_SPIN_MS = 2;
+const NEW_WAIT_MS = 5;
 const setImmediateOf = globalThis.setImmediate;
 const NATIVE = /\{\s*\[native code\]\s*\}\s*$/;
 let lastTick = -Infinity;
@@ -56,7 +57,7 @@ globalThis.setImmediate = (fn, ...args) => {
     return setImmediateOf(fn, ...args);
   }
   const now = performance.now();
-  if (now - lastTick > 5) waitStart = now; // a new wait: the ticks before it are long past
+  if (now - lastTick > NEW_WAIT_MS) waitStart = now;
   lastTick = now;
   return now - waitStart < POLL_SPIN_MS ? setImmediateOf(fn, ...args) : setTimeout(fn, 1, ...args);
 };
