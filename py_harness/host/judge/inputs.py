@@ -106,7 +106,7 @@ def judge_case(
     run_case's reply with the outputs decoded into reply["arrays"] (decode_outputs)."""
     cfg = case.config()
     got = reply["arrays"]
-    reports, _ = judge_outputs(cfg, x, got, large_logits=case.large_logits)
+    reports, _ = judge_outputs(cfg, x, got, large_logits=case.large_logits, reuse=True)
     checks: dict[str, tuple[bool, str]] = {}
     if case.repeat_backward:
         d = reply.get("backward_digests", [])
