@@ -91,3 +91,11 @@ def test_a_stale_declaration_fails(tmp_path: Path) -> None:
     assert proc.returncode == 1 and row["status"] == "stale", proc.stdout
     assert "no longer reproduces: the probe found nothing" in row["detail"]
     assert junit.find("testsuite").get("failures") == "1"
+
+
+def test_runs_where_pytest_does_not_load_the_plugin_itself(tmp_path: Path) -> None:
+    # As from a checkout on PYTHONPATH, with no distribution registering the plugin.
+    env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    proc, results, _ = _check(tmp_path, "--variant", "seed", "--case", PLAIN, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert [r["status"] for r in results["results"] if r["case"] == PLAIN] == ["pass"]

@@ -58,12 +58,29 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+PLUGIN = "py_harness.host.pytest_plugin"
+
+
+def plugin_registered() -> bool:
+    """Whether pytest will load the plugin by itself: an installed distribution registers
+    it (entry point pytest11) and PYTEST_DISABLE_PLUGIN_AUTOLOAD is unset. A checkout run
+    from PYTHONPATH (scripts/gpu_run.sh on a GPU machine) registers nothing; then check
+    names the plugin (naming it as well as registering it would make pytest refuse it)."""
+    import os
+    from importlib.metadata import entry_points
+
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    return any(ep.value == PLUGIN for ep in entry_points(group="pytest11"))
+
+
 def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     """The pytest command line that runs what `args` asks for."""
     out = args.out or output_dir() / f"check-{args.variant}"
     # Hypothesis's plugin (a dev dependency, for tests/test_fuzz.py) is not used here and
     # takes 1.7 s to import.
     cmd = [matrix_suite.__file__, "-v", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
+    cmd += [] if plugin_registered() else ["-p", PLUGIN]
     # This process imported py_harness before pytest started, so pytest cannot rewrite the
     # plugin's asserts; its assert messages say everything themselves.
     cmd += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
