@@ -41,7 +41,9 @@ from py_harness.host.runtimes.registry import Launched, float_path, runtime
 from py_harness.host.runtimes.sessions import Session
 from py_harness.kernels import variant
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+# Each planted bug's pipelines stay compiled in the session (about a hundred variants of
+# the kernels): its sessions are closed after this module, not handed on.
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.harness_private]
 
 # Smoke cases of different kinds: the control, GQA with causal, a key-padding mask,
 # dropout.

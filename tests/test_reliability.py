@@ -17,7 +17,8 @@ from py_harness.host.runtimes.sessions import BrowserSession, PageError, Session
 from py_harness.host.serving import snapshot
 from py_harness.host.wire import run_on
 
-pytestmark = pytest.mark.browser
+# Its tests crash, hang and rewire their sessions: none is handed to the next module.
+pytestmark = [pytest.mark.browser, pytest.mark.harness_private]
 SMALL = Case(16, 17, 17, num_heads=2, num_kv_heads=2)
 
 

@@ -6,8 +6,9 @@ Options (also as ini keys, see `pytest --help`): `--runtime`, `--variant`, `--va
 
 Fixtures, in scope order: `harness_server` (the page server, wheel built), `chromium_launch_args`
 (override to change Chromium's path or flags), `launched` (each runtime launched once),
-`chromium` (the Playwright browser), `harness` (a session on one runtime, parametrized over
-`--runtime`, one per module), `variant` (parametrized over `--variant`), `matrix_case`
+`chromium` (the Playwright browser), `harness_pool` (sessions handed between modules),
+`harness` (a session on one runtime, parametrized over `--runtime`, one per module, taken
+from the pool and given back after it), `variant` (parametrized over `--variant`), `matrix_case`
 (parametrized over the case matrix, smoke cases marked `smoke`), `case_inputs` (the inputs
 of a case's draw), `judge` (judges outputs from arrays) and `run_case` (runs and judges a case
 on `harness`, skipping what a variant or driver does not support and xfailing declared kernel
@@ -17,9 +18,9 @@ flaws). A whole matrix test is:
         run_case(matrix_case)
 
 Markers: `smoke`, `long` (skipped unless --long), `browser` (needs a WebGPU runtime), `slow`,
-and `needs_adapter(feature=..., limits={...})`, which skips a test whose session's adapter
-lacks a feature or limit. Known kernel flaws and driver limitations are data
-(judge/limitations.py), not markers.
+`needs_adapter(feature=..., limits={...})`, which skips a test whose session's adapter
+lacks a feature or limit, and `harness_private` (a module's sessions are not handed on).
+Known kernel flaws and driver limitations are data (judge/limitations.py), not markers.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ MARKERS = (
     "long: a GPU-sized case, skipped unless --long",
     "needs_adapter(feature=None, limits=None): skip unless the session's adapter has the "
     "feature and the limits (a dict of minimums)",
+    "harness_private: this module's `harness` sessions are closed after it, not handed to "
+    "the next module (for tests that crash, hang or rewire their session on purpose)",
 )
 
 
@@ -226,18 +229,63 @@ def chromium(pytestconfig: pytest.Config, launched: dict[str, Launched]) -> Any:
     return launched["chromium"].browser  # type: ignore[attr-defined]
 
 
+class SessionPool:
+    """Sessions handed from one test module to the next, per runtime (per xdist worker): a
+    module starts with the device, and the pipelines, its predecessor left. On SwiftShader
+    a new session compiles the fast variant's head_dim-64 kernels in about 4 s and its
+    head_dim-128 ones in about 6.5 s, and Chromium shares none of it between pages
+    (docs/scaling.md). A session goes back only if it still answers a ping (the service
+    gets itself a new device after a loss); a module marked `harness_private` closes its
+    own."""
+
+    def __init__(self, launched: dict[str, Launched]) -> None:
+        self._launched = launched
+        self._idle: dict[str, Session] = {}
+
+    def take(self, name: str, base_url: str) -> Session:
+        return self._idle.pop(name, None) or self._launched[name].new_session(base_url)
+
+    def give(self, name: str, session: Session, keep: bool) -> None:
+        if keep and name not in self._idle and self._answers(session):
+            self._idle[name] = session
+        else:
+            self._launched[name].close_session(session)
+
+    @staticmethod
+    def _answers(session: Session) -> bool:
+        try:
+            session.call("ping", {})
+        except Exception:  # any failure: the session is not handed on
+            return False
+        return True
+
+    def close(self) -> None:
+        while self._idle:
+            name, session = self._idle.popitem()
+            self._launched[name].close_session(session)
+
+
+@pytest.fixture(scope="session")
+def harness_pool(launched: dict[str, Launched]) -> Iterator[SessionPool]:
+    """The sessions `harness` hands between modules; closed before the runtimes stop."""
+    pool = SessionPool(launched)
+    yield pool
+    pool.close()
+
+
 @pytest.fixture(scope="module")
-def harness(request: pytest.FixtureRequest, launched: dict[str, Launched]) -> Iterator[Session]:
-    """A loaded harness on the runtime the test is parametrized with (one per module)."""
+def harness(request: pytest.FixtureRequest, harness_pool: SessionPool) -> Iterator[Session]:
+    """A loaded harness on the runtime the test is parametrized with (one per module: the
+    one the previous module used, where it is still healthy; SessionPool)."""
     rt = runtime(request.param)
     reason = runtime_missing(rt.name, request.config)
     if reason:
         pytest.skip(f"{rt.name} not available: {reason}")
     base_url = request.getfixturevalue("harness_server") if rt.needs_server else ""
-    handle = launched[rt.name]
-    session = handle.new_session(base_url)
+    session = harness_pool.take(rt.name, base_url)
     yield session
-    handle.close_session(session)
+    private = request.node.get_closest_marker("harness_private") is not None
+    harness_pool.give(rt.name, session, keep=not private)
 
 
 @pytest.fixture(autouse=True)
