@@ -36,8 +36,8 @@ from py_harness.host.judge.cases import SMOKE, by_id
 from py_harness.host.judge.limitations import case_coverage
 from py_harness.host.judge.mutants import FIRST_CATCH, MUTANTS, PATH_DEPENDENT, Mutant
 from py_harness.host.paths import shader_sources
-from py_harness.host.pytest_plugin import runtime_missing
-from py_harness.host.runtimes.registry import Launched, float_path, runtime
+from py_harness.host.pytest_plugin import SessionPool, runtime_missing
+from py_harness.host.runtimes.registry import float_path, runtime
 from py_harness.host.runtimes.sessions import Session
 from py_harness.kernels import variant
 
@@ -102,7 +102,7 @@ class FloatPaths:
 @pytest.fixture(scope="session")
 def float_paths(
     request: pytest.FixtureRequest,
-    launched: dict[str, Launched],
+    harness_pool: SessionPool,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> FloatPaths:
     # Under xdist each worker's basetemp is <run folder>/popen-gwN: the parent is the run's
@@ -118,13 +118,13 @@ def float_paths(
         rt = runtime(name)
         base_url = request.getfixturevalue("harness_server") if rt.needs_server else ""
         try:
-            session = launched[name].new_session(base_url)
+            session = harness_pool.take(name, base_url)
         except Exception:  # its own tests report why; it cannot judge in any process
             return None
         try:
             return float_path(session)
         finally:
-            launched[name].close_session(session)
+            harness_pool.give(name, session, keep=True)
 
     return FloatPaths(folder, probe)
 
@@ -155,7 +155,7 @@ def in_judge_order(selected: list[str]) -> list[str]:
 
 
 def test_runtimes_on_one_float_path_agree_bit_for_bit(
-    request: pytest.FixtureRequest, launched: dict[str, Launched]
+    request: pytest.FixtureRequest, harness_pool: SessionPool
 ) -> None:
     outputs: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
     for name in request.config.harness_runtimes:
@@ -163,7 +163,7 @@ def test_runtimes_on_one_float_path_agree_bit_for_bit(
             continue
         rt = runtime(name)
         base_url = request.getfixturevalue("harness_server") if rt.needs_server else ""
-        session = launched[name].new_session(base_url)
+        session = harness_pool.take(name, base_url)  # the unmodified kernels only
         try:
             got = {
                 (case.id, v): evaluate(case, session, variant=v).outputs
@@ -172,7 +172,7 @@ def test_runtimes_on_one_float_path_agree_bit_for_bit(
             }
             outputs.setdefault(float_path(session), []).append((name, got))
         finally:
-            launched[name].close_session(session)
+            harness_pool.give(name, session, keep=True)
     shared = {path: members for path, members in outputs.items() if len(members) > 1}
     if not shared:
         pytest.skip("no two selected runtimes share a float path")
