@@ -94,8 +94,10 @@ def test_a_stale_declaration_fails(tmp_path: Path) -> None:
 
 
 def test_runs_where_pytest_does_not_load_the_plugin_itself(tmp_path: Path) -> None:
-    # As from a checkout on PYTHONPATH, with no distribution registering the plugin.
-    env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    # As from a checkout on PYTHONPATH, with no distribution registering the plugin, on a
+    # GPU machine without Chromium (the native runtimes need none: it stopped every case
+    # with "Chromium not found" at setup).
+    env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "HARNESS_CHROMIUM": str(tmp_path / "none")}
     proc, results, _ = _check(tmp_path, "--variant", "seed", "--case", PLAIN, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert [r["status"] for r in results["results"] if r["case"] == PLAIN] == ["pass"]

@@ -196,17 +196,20 @@ def chromium_launch_args(pytestconfig: pytest.Config) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def launched(
-    pytestconfig: pytest.Config, chromium_launch_args: dict[str, Any]
+    pytestconfig: pytest.Config, request: pytest.FixtureRequest
 ) -> Iterator[dict[str, Launched]]:
-    """Each runtime launched at most once per test session (per xdist worker), on first use."""
-    options = {"launch_args": chromium_launch_args}
+    """Each runtime launched at most once per test session (per xdist worker), on first use.
+    Chromium's launch args are asked for only when Chromium is launched: a run of the
+    native runtimes needs no Chromium installed (a GPU machine often has none)."""
+    options = {}
     if pytestconfig.getoption("--browser-ws"):
         options["ws_endpoint"] = pytestconfig.getoption("--browser-ws")
     with contextlib.ExitStack() as stack:
 
         class Lazy(dict):
             def __missing__(self, name: str) -> Launched:
-                self[name] = stack.enter_context(runtime(name).launch(**options))
+                args = request.getfixturevalue("chromium_launch_args") if name == "chromium" else {}
+                self[name] = stack.enter_context(runtime(name).launch(**options, launch_args=args))
                 return self[name]
 
         yield Lazy()
