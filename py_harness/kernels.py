@@ -29,6 +29,7 @@ __all__ = [  # the built-in variants, and what variant.py defines that callers i
     "DEFAULT_VARIANT",
     "FAST",
     "FAST_ROWS",
+    "FAST_INVOCATIONS",
     "FAST_WORKGROUP_BYTES",
     "FEATURES",
     "PARTIAL_DQ_MAX",
@@ -114,10 +115,12 @@ SEED = Variant(
 )
 
 
-# fa2_fast_common.wgsl's FF_BR (rows per workgroup; 4 FF_BR invocations) and the bytes of
-# its workgroup array; tests/test_variants.py reads both from the WGSL.
+# fa2_fast_common.wgsl's FF_BR (rows per workgroup and half; 4 FF_BR invocations per half)
+# and, per head_dim family, the bytes of its workgroup array and its invocations per
+# workgroup (two halves above 128); tests/test_variants.py reads them from the WGSL.
 FAST_ROWS = 64
-FAST_WORKGROUP_BYTES = 22784
+FAST_WORKGROUP_BYTES = {64: 22784, 128: 22784, 256: 32768}
+FAST_INVOCATIONS = {64: 256, 128: 256, 256: 512}
 
 
 def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> Variant:
@@ -126,12 +129,18 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     key-tile pass computes dK, dV and dQ's partial sums; above, a dV pass and a dK/dQ pass
     (one pass holding all three runs one workgroup per SM: fa2_fast_backward.wgsl). Where
     the key tiles are few, those passes split each one's work into parts (key_parts) and
-    a last pass adds the parts' copies of dK and dV. A
-    workgroup owns `head_dim` output columns (cols_per_workgroup): at 256, two workgroups
-    share each tile, one per half."""
-    cols = head_dim  # output columns per workgroup: fa2_fast_common.wgsl's FF_DCOLS
+    a last pass adds the parts' copies of dK and dV. A workgroup owns `head_dim` output
+    columns (cols_per_workgroup): the 128 family serves 256 in two workgroups per tile
+    where a device lacks the 256 family's 512 invocations; the 256 family's two halves
+    share each score GEMM."""
+    cols = head_dim  # output columns per workgroup: fa2_fast_common.wgsl's FF_WG_COLS
     base = (FORWARD_FILE, f"fa2_fast_d{head_dim}.wgsl", "fa2_fast_common.wgsl")
     fwd, bwd = (*base, "fa2_fast_forward.wgsl"), (*base, "fa2_fast_backward.wgsl")
+    # The row passes (Delta, the sums) use no tiles: above 128 they are the 128 family's
+    # modules, compiled once for both.
+    rows_base = (FORWARD_FILE, f"fa2_fast_d{min(head_dim, 128)}.wgsl", "fa2_fast_common.wgsl")
+    row_passes = (*rows_base, "fa2_fast_backward.wgsl")
+    invocations = FAST_INVOCATIONS[head_dim]
     seqlens = {13: ("seqlens", UNIFORM)}  # every entry point reads its sequence's view
     pm = {8: ("params", UNIFORM), 9: ("mask", RO), 12: ("alibi_slopes", UNIFORM), **seqlens}
     qkv = {0: ("q", RO), 1: ("k", RO), 2: ("v", RO)}
@@ -164,7 +173,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
         backward=(
             Kernel(
                 "fa2f_bwd_pre",
-                bwd,
+                row_passes,
                 {
                     3: ("o", RO),
                     4: ("d_out", RO),
@@ -180,20 +189,20 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
             *key_passes,
             Kernel(
                 "fa2f_bwd_dq_sum",
-                bwd,
+                row_passes,
                 {5: ("dq", RW), 8: pm[8], 10: ("stats", RW), **seqlens},
                 "seq_q",
                 "num_heads",
                 2,
                 128,
             ),
-            Kernel("fa2f_bwd_kv_sum", bwd, kv_sum, "seq_k", "kv_heads", 2, 128),
+            Kernel("fa2f_bwd_kv_sum", row_passes, kv_sum, "seq_k", "kv_heads", 2, 128),
         ),
         required_limits={
             "maxStorageBuffersPerShaderStage": 8,
-            "maxComputeWorkgroupStorageSize": FAST_WORKGROUP_BYTES,
-            "maxComputeInvocationsPerWorkgroup": 256,
-            "maxComputeWorkgroupSizeX": 256,
+            "maxComputeWorkgroupStorageSize": FAST_WORKGROUP_BYTES[head_dim],
+            "maxComputeInvocationsPerWorkgroup": invocations,
+            "maxComputeWorkgroupSizeX": invocations,
         },
         by_head_dim=by_head_dim,
         supports=frozenset(FEATURES),
@@ -201,7 +210,8 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     )
 
 
-FAST = _fast(128, by_head_dim=((64, _fast(64)),))
+# Above 128 the 256 family where the device runs it, else the 128 family (this variant).
+FAST = _fast(128, by_head_dim=((64, _fast(64)), (128, _fast(128)), (256, _fast(256))))
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (SEED, FAST)}
 DEFAULT_VARIANT = "seed"

@@ -78,11 +78,13 @@ class AttentionRunner:
                 )
 
     async def prepare(self, kernels: tuple[Kernel, ...] | None = None) -> float:
-        """Compile the pipelines now (default: all of the variant's; cached per device);
+        """Compile the pipelines now (default: all of the variant's that the device can run;
+        cached per device);
         returns the time it took in ms."""
         self.check_limits()
         t0 = time.perf_counter()
-        for kernel in self.variant.kernels if kernels is None else kernels:
+        every = self.variant.kernels_for(self.device.limits)
+        for kernel in every if kernels is None else kernels:
             await self.pipeline(kernel)
         return (time.perf_counter() - t0) * 1e3
 
@@ -101,7 +103,7 @@ class AttentionRunner:
         if refusal:
             raise ConfigError("variant", refusal)
         # Only the head_dim specialisation this run dispatches (JIT compilers are slow).
-        chosen = self.variant.for_head_dim(cfg.head_dim)
+        chosen = self.variant.for_head_dim(cfg.head_dim, self.device.limits)
         # before the tensors are looked at: a too-large case needs none
         validate_sizes(cfg, self.device.limits, chosen.storage_roles)
         check_input_bytes(cfg, tensors)

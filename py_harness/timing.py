@@ -68,7 +68,7 @@ async def time_variant(
     """Forward and backward passes timed on buffers uploaded once, then one full case as
     `check` runs it (validation, uploads, dispatch, readbacks) on the wall clock."""
     dev = runner.device
-    chosen = runner.variant.for_head_dim(cfg.head_dim)
+    chosen = runner.variant.for_head_dim(cfg.head_dim, dev.limits)
     split = Split.of(chosen, cfg, dev.limits)
     bufs = create_buffers(dev, cfg, tensors, split, chosen)
     try:

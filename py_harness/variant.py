@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -268,8 +268,9 @@ class Variant:
     backward: tuple[Kernel, ...]  # dispatched in order, one compute pass each
     required_limits: dict[str, int] = field(default_factory=dict)
     # Specialisations by head_dim, smallest bound first: a run with head_dim <= bound
-    # dispatches that variant's kernels instead of this one's (e.g. tiles sized for
-    # head_dim 64). They compile with this variant and must fit its required_limits.
+    # dispatches the first one whose required_limits the device meets (e.g. tiles sized
+    # for head_dim 64; 512-invocation workgroups for 256), else this variant's own kernels,
+    # which must serve every head_dim up to max_head_dim (for_head_dim).
     by_head_dim: tuple[tuple[int, Variant], ...] = ()
     params: tuple[str, ...] = DEFAULT_PARAMS  # the uniform struct's fields, in order
     supports: frozenset[str] = SEED_FEATURES  # what a configuration may use
@@ -409,13 +410,40 @@ class Variant:
         except ConfigError:
             return 0
 
-    def for_head_dim(self, head_dim: int) -> Variant:
-        return next((v for bound, v in self.by_head_dim if head_dim <= bound), self)
+    def fits(self, limits: Mapping[str, int]) -> bool:
+        """Whether a device with these limits meets required_limits."""
+        return all(limits.get(name, 0) >= need for name, need in self.required_limits.items())
+
+    def for_head_dim(self, head_dim: int, limits: Mapping[str, int] | None = None) -> Variant:
+        """The specialisation a run of head_dim dispatches: the first of by_head_dim whose
+        bound covers head_dim and whose required_limits the device's `limits` meet (None:
+        any), else this variant itself."""
+        return next(
+            (
+                v
+                for bound, v in self.by_head_dim
+                if head_dim <= bound and (limits is None or v.fits(limits))
+            ),
+            self,
+        )
 
     @property
     def kernels(self) -> tuple[Kernel, ...]:
+        """Every kernel of the variant and its specialisations, each module once."""
         own = (self.forward, *self.backward)
-        return own + tuple(k for _, v in self.by_head_dim for k in v.kernels)
+        every = own + tuple(k for _, v in self.by_head_dim for k in v.kernels)
+        return tuple({(k.entry_point, k.files): k for k in every}.values())
+
+    def kernels_for(self, limits: Mapping[str, int]) -> tuple[Kernel, ...]:
+        """The kernels a device with these limits can run: this variant's and those of the
+        specialisations it fits."""
+        return tuple(
+            {
+                (k.entry_point, k.files): k
+                for v in (self, *(v for _, v in self.by_head_dim if v.fits(limits)))
+                for k in (v.forward, *v.backward)
+            }.values()
+        )
 
     @property
     def files(self) -> tuple[str, ...]:

@@ -252,8 +252,8 @@ struct FfbParts {
 // dV pass, which adds no dQ sums, is dispatched with G = ceil(seq_k / 64): one key tile
 // per workgroup. `parts` is a constant per entry point, so the compiler drops what a pass
 // does not compute, and its registers.
-fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
-    ff_set_cols(wg);
+fn ffb_key_tiles(lix: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
+    let lid = ff_set_cols(wg, lix);
     let p = fa2_params;
     let t = ff_tid(lid);
     // (slot, batch x kv head) slot-major across all heads, as ff_tile_order hands out query
@@ -349,29 +349,29 @@ fn ffb_key_tiles(lid: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
         ffb_store_kv(t, b, kvh, keys.w, dk.lo[3], dk.hi[3], dv.lo[3], dv.hi[3], parts, part);
     }
 }
-@compute @workgroup_size(256)
+@compute @workgroup_size(FF_WG)
 fn fa2f_bwd_dk_dv(
-    @builtin(local_invocation_index) lid: u32,
+    @builtin(local_invocation_index) lix: u32,
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>
 ) {
-    ffb_key_tiles(lid, wg, nwg, FfbParts(true, true));
+    ffb_key_tiles(lix, wg, nwg, FfbParts(true, true));
 }
-@compute @workgroup_size(256)
+@compute @workgroup_size(FF_WG)
 fn fa2f_bwd_dv(
-    @builtin(local_invocation_index) lid: u32,
+    @builtin(local_invocation_index) lix: u32,
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>
 ) {
-    ffb_key_tiles(lid, wg, nwg, FfbParts(true, false));
+    ffb_key_tiles(lix, wg, nwg, FfbParts(true, false));
 }
-@compute @workgroup_size(256)
+@compute @workgroup_size(FF_WG)
 fn fa2f_bwd_dk_dq(
-    @builtin(local_invocation_index) lid: u32,
+    @builtin(local_invocation_index) lix: u32,
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>
 ) {
-    ffb_key_tiles(lid, wg, nwg, FfbParts(false, true));
+    ffb_key_tiles(lix, wg, nwg, FfbParts(false, true));
 }
 
 // ---- the sum passes ----

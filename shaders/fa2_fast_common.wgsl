@@ -43,22 +43,27 @@
 
 const FF_BR: u32 = 64u;
 const FF_BC: u32 = 64u;
-const FF_KC: u32 = 32u; // head_dim chunk of the score GEMMs (floats)
-const FF_AS: u32 = FF_KC / 4u + 1u; // row stride (vec4) of a staged score-operand chunk
 const FF_PS: u32 = 17u; // row stride (vec4) of the P tile
 const FF_VS: u32 = 16u * FF_NCOL + 1u; // row stride (vec4) of a staged second operand
 const FF_MASKED: f32 = -1.0e30; // a score <= this is masked (FA2_MASKED)
 const FF_OUT: f32 = -3.0e38; // what a masked score becomes: exp(FF_OUT - m) == 0
 const FF_EMPTY_LSE: f32 = 3.0e38;
-const FF_DCOLS: u32 = 64u * FF_NCOL; // output columns per workgroup (head_dim floats)
-// The first output column this workgroup owns: FF_DCOLS (workgroup_id.x % column blocks),
-// set first thing by every entry point that writes output columns (ff_set_cols); uniform.
+const FF_DCOLS: u32 = 64u * FF_NCOL; // output columns per half (head_dim floats)
+const FF_WG: u32 = 256u * FF_SPLIT; // invocations per workgroup of the tile passes
+const FF_WG_COLS: u32 = FF_DCOLS * FF_SPLIT; // output columns per workgroup
+// This invocation's half of the workgroup (0 without FF_SPLIT) and the first output
+// column it owns: FF_WG_COLS (workgroup_id.x % column blocks) + FF_DCOLS half. Set first
+// thing by every tile pass (ff_set_cols); uniform within a half.
+var<private> ff_half: u32;
 var<private> ff_col0: u32;
 fn ff_col_blocks() -> u32 {
-    return (fa2_params.head_dim + FF_DCOLS - 1u) / FF_DCOLS;
+    return (fa2_params.head_dim + FF_WG_COLS - 1u) / FF_WG_COLS;
 }
-fn ff_set_cols(wg: vec3<u32>) {
-    ff_col0 = (wg.x % ff_col_blocks()) * FF_DCOLS;
+// Returns the invocation's index within its half (< 256), which every helper takes as lid.
+fn ff_set_cols(wg: vec3<u32>, lix: u32) -> u32 {
+    ff_half = select(0u, lix >> 8u, FF_SPLIT > 1u);
+    ff_col0 = (wg.x % ff_col_blocks()) * FF_WG_COLS + ff_half * FF_DCOLS;
+    return lix & 255u;
 }
 // ---- the sequence a workgroup works on ----
 // A variable-length batch (FlashAttention-2's cu_seqlens; role seqlens) packs Q, O, dO,
@@ -119,9 +124,32 @@ const FF_DO: u32 = 3u;
 // Offsets (vec4) into ff_smem.
 const FF_SB: u32 = 64u * FF_AS; // score staging: A rows at 0, B rows here (2 x 64 x FF_AS)
 const FF_P0: u32 = 0u; // P or dS of the tile: 64 x FF_PS (1088), over the score staging
-const FF_V0: u32 = 2u * FF_SB; // row staging: FF_VK x FF_VS (<= 272 for both tile sizes)
+// Row staging, FF_VK x FF_VS per half (<= 272), after one half's score staging and the P
+// tile (with halves, over the second half's staging: a score GEMM and a second GEMM are
+// always barriers apart).
+const FF_V0: u32 = max(2u * FF_SB, 64u * FF_PS);
 const FF_R0: u32 = FF_V0; // 64 rows x 4 vec4 partials (row max / sum), over the row staging
-var<workgroup> ff_smem: array<vec4<f32>, 1424>;
+const FF_X0: u32 = 0u; // FF_SPLIT halves' partial score blocks, 1024 vec4s each (ff_exchange)
+var<workgroup> ff_smem: array<vec4<f32>, FF_SMEM>;
+// The slot of vec4 c of a staged score-operand row: with unpadded rows (FF_AS = FF_KC / 4,
+// 8 vec4s), c ^ (row % 8), so that the 4 rows (A) or 8 rows (B) a subgroup reads at once
+// fall on distinct banks, as a padded stride of 9 makes them (rows 16 apart share it).
+fn ff_swizzle(c: u32, row: u32) -> u32 {
+    if (FF_AS == FF_KC / 4u) { return c ^ (row & 7u); }
+    return c;
+}
+// Where this half's score staging and row staging start.
+fn ff_sbase() -> u32 {
+    return ff_half * 2u * FF_SB;
+}
+fn ff_vbase() -> u32 {
+    return FF_V0 + ff_half * FF_VK * FF_VS;
+}
+// Whether this half stores row i (< 4) of a block that both halves hold (P tile, row
+// reductions): half h stores rows 2h and 2h + 1, so no two invocations write one place.
+fn ff_mine(i: u32) -> bool {
+    return FF_SPLIT == 1u || (i >> 1u) == ff_half;
+}
 
 // Rows [row0, row0 + n) of a [B, S, heads, D] tensor: row r starts at base + r * stride;
 // rows >= rows read as zero; values are multiplied by mul.
@@ -350,9 +378,10 @@ fn ff_fetch_chunk(lid: u32, src: FfRows, c0: u32) -> FfPair {
 // A fetched chunk into the score staging at `base` (0: A, FF_SB: B).
 fn ff_stage_chunk(lid: u32, base: u32, v: FfPair) {
     let w = FF_KC / 4u;
-    ff_smem[base + (lid / w) * FF_AS + lid % w] = v.a;
+    let at = ff_sbase() + base;
+    ff_smem[at + (lid / w) * FF_AS + ff_swizzle(lid % w, lid / w)] = v.a;
     let e = lid + 256u;
-    ff_smem[base + (e / w) * FF_AS + e % w] = v.b;
+    ff_smem[at + (e / w) * FF_AS + ff_swizzle(e % w, e / w)] = v.b;
 }
 // This invocation's share of rows [row0 + r0, + 2 FF_VK) x this workgroup's output
 // columns [ff_col0, + FF_DCOLS) (two steps of FF_VK x 16 FF_NCOL = 256 vec4s for both tile
@@ -364,7 +393,7 @@ fn ff_fetch_rows(lid: u32, src: FfRows, r0: u32) -> FfPair {
 }
 fn ff_stage_rows(lid: u32, v: vec4<f32>) {
     let w = 16u * FF_NCOL;
-    ff_smem[FF_V0 + (lid / w) * FF_VS + lid % w] = v;
+    ff_smem[ff_vbase() + (lid / w) * FF_VS + lid % w] = v;
 }
 
 // ---- register micro-kernels: one fma chain per output, no separate rounding ----
@@ -396,7 +425,7 @@ fn ff_axpy4(acc: mat4x4<f32>, w: mat4x4<f32>, v: mat4x4<f32>) -> mat4x4<f32> {
     );
 }
 fn ff_stage_a(t: vec2<u32>, c: u32) -> mat4x4<f32> {
-    let i = t.y * FF_AS + c;
+    let i = ff_sbase() + t.y * FF_AS + ff_swizzle(c, t.y);
     return mat4x4<f32>(
         ff_smem[i],
         ff_smem[i + 16u * FF_AS],
@@ -410,7 +439,7 @@ fn ff_scores_chunk(acc: mat4x4<f32>, t: vec2<u32>) -> mat4x4<f32> {
     var s = acc;
     for (var c = 0u; c < FF_KC / 4u; c++) {
         let a = ff_stage_a(t, c);
-        let j = FF_SB + t.x * FF_AS + c;
+        let j = ff_sbase() + FF_SB + t.x * FF_AS + ff_swizzle(c, t.x);
         let b = mat4x4<f32>(
             ff_smem[j],
             ff_smem[j + 16u * FF_AS],
@@ -426,17 +455,36 @@ fn ff_scores_chunk(acc: mat4x4<f32>, t: vec2<u32>) -> mat4x4<f32> {
     }
     return s;
 }
-// This invocation's 4x4 block of A B^T over all of head_dim.
+// This invocation's 4x4 block of A B^T over all of head_dim. With FF_SPLIT halves, half h
+// sums chunks [h n, h n + n) of the n per half, and the halves add their partial blocks
+// (ff_exchange): the forward and the backward split alike, so their scores agree to the bit.
 fn ff_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
     var s = mat4x4<f32>();
-    for (var c0 = 0u; c0 < fa2_params.head_dim; c0 += FF_KC) {
+    let n = (fa2_params.head_dim + FF_SPLIT * FF_KC - 1u) / (FF_SPLIT * FF_KC);
+    for (var k = 0u; k < n; k++) {
+        let c0 = (ff_half * n + k) * FF_KC;
         ff_stage_chunk(lid, 0u, ff_fetch_chunk(lid, a, c0));
         ff_stage_chunk(lid, FF_SB, ff_fetch_chunk(lid, b, c0));
         workgroupBarrier();
         s = ff_scores_chunk(s, t);
         workgroupBarrier();
     }
+    if (FF_SPLIT > 1u) { s = ff_exchange(lid, s); }
     return s;
+}
+// The sum of the two halves' blocks at this position, the same bits in both halves (p0 + p1
+// == p1 + p0). Between barriers: the area overlays the score staging.
+fn ff_exchange(lid: u32, s: mat4x4<f32>) -> mat4x4<f32> {
+    let mine = FF_X0 + ff_half * 1024u + lid;
+    let other = FF_X0 + (1u - ff_half) * 1024u + lid;
+    ff_smem[mine] = s[0];
+    ff_smem[mine + 256u] = s[1];
+    ff_smem[mine + 512u] = s[2];
+    ff_smem[mine + 768u] = s[3];
+    workgroupBarrier();
+    let o = mat4x4<f32>(ff_smem[other], ff_smem[other + 256u], ff_smem[other + 512u], ff_smem[other + 768u]);
+    workgroupBarrier();
+    return s + o;
 }
 // acc += columns [r0, r0 + FF_VK) of the P tile times the staged rows; halves: 1 for the
 // low output columns, 2 for the high ones (FF_NCOL > 1), 3 for both.
@@ -451,7 +499,7 @@ fn ff_pv_step(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32) -> FfAcc {
             ff_smem[i + 32u * FF_PS],
             ff_smem[i + 48u * FF_PS]
         );
-        let j = FF_V0 + k * FF_VS + t.x;
+        let j = ff_vbase() + k * FF_VS + t.x;
         if ((halves & 1u) != 0u) {
             o.lo = ff_axpy4(
                 o.lo,
@@ -484,10 +532,10 @@ fn ff_pv_step(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32) -> FfAcc {
 // steps of FF_VK rows (one fetch for two steps); halves as for ff_pv_step.
 fn ff_pv_tile(lid: u32, t: vec2<u32>, acc: FfAcc, v: FfRows, halves: u32) -> FfAcc {
     var o = acc;
+    var cur = ff_fetch_rows(lid, v, 0u);
     for (var r0 = 0u; r0 < FF_BC; r0 += 2u * FF_VK) {
         // Rows past the end are zero in both operands: skip them (uniform).
         if (v.row0 + r0 >= v.rows) { break; }
-        let cur = ff_fetch_rows(lid, v, r0);
         ff_stage_rows(lid, cur.a);
         workgroupBarrier();
         o = ff_pv_step(t, o, r0, halves);
@@ -495,6 +543,7 @@ fn ff_pv_tile(lid: u32, t: vec2<u32>, acc: FfAcc, v: FfRows, halves: u32) -> FfA
         if (v.row0 + r0 + FF_VK >= v.rows) { break; }
         ff_stage_rows(lid, cur.b);
         workgroupBarrier();
+        if (r0 + 2u * FF_VK < FF_BC) { cur = ff_fetch_rows(lid, v, r0 + 2u * FF_VK); }
         o = ff_pv_step(t, o, r0 + FF_VK, halves);
         workgroupBarrier();
     }
@@ -514,18 +563,18 @@ fn ff_put_row(row: u32, col: u32, v: vec4<f32>) {
 }
 // Stores the block into the P tile; callers barrier before ff_pv_tile reads it.
 fn ff_put_p(t: vec2<u32>, s: mat4x4<f32>) {
-    ff_put_row(t.y, t.x, s[0]);
-    ff_put_row(t.y + 16u, t.x, s[1]);
-    ff_put_row(t.y + 32u, t.x, s[2]);
-    ff_put_row(t.y + 48u, t.x, s[3]);
+    if (ff_mine(0u)) { ff_put_row(t.y, t.x, s[0]); }
+    if (ff_mine(1u)) { ff_put_row(t.y + 16u, t.x, s[1]); }
+    if (ff_mine(2u)) { ff_put_row(t.y + 32u, t.x, s[2]); }
+    if (ff_mine(3u)) { ff_put_row(t.y + 48u, t.x, s[3]); }
 }
 // Stores the block transposed: row tx + 16 j, column ty + 16 i gets m[i][j].
 fn ff_put_pt(t: vec2<u32>, m: mat4x4<f32>) {
     let m_t = transpose(m);
-    ff_put_row(t.x, t.y, m_t[0]);
-    ff_put_row(t.x + 16u, t.y, m_t[1]);
-    ff_put_row(t.x + 32u, t.y, m_t[2]);
-    ff_put_row(t.x + 48u, t.y, m_t[3]);
+    if (ff_mine(0u)) { ff_put_row(t.x, t.y, m_t[0]); }
+    if (ff_mine(1u)) { ff_put_row(t.x + 16u, t.y, m_t[1]); }
+    if (ff_mine(2u)) { ff_put_row(t.x + 32u, t.y, m_t[2]); }
+    if (ff_mine(3u)) { ff_put_row(t.x + 48u, t.y, m_t[3]); }
 }
 fn ff_max4(v: vec4<f32>) -> f32 {
     return max(max(v.x, v.y), max(v.z, v.w));
@@ -533,10 +582,10 @@ fn ff_max4(v: vec4<f32>) -> f32 {
 fn ff_red_put(t: vec2<u32>, v: vec4<f32>) {
     let c = t.x & 3u;
     let q = t.x >> 2u;
-    ff_smem[FF_R0 + t.y * 4u + q][c] = v.x;
-    ff_smem[FF_R0 + (t.y + 16u) * 4u + q][c] = v.y;
-    ff_smem[FF_R0 + (t.y + 32u) * 4u + q][c] = v.z;
-    ff_smem[FF_R0 + (t.y + 48u) * 4u + q][c] = v.w;
+    if (ff_mine(0u)) { ff_smem[FF_R0 + t.y * 4u + q][c] = v.x; }
+    if (ff_mine(1u)) { ff_smem[FF_R0 + (t.y + 16u) * 4u + q][c] = v.y; }
+    if (ff_mine(2u)) { ff_smem[FF_R0 + (t.y + 32u) * 4u + q][c] = v.z; }
+    if (ff_mine(3u)) { ff_smem[FF_R0 + (t.y + 48u) * 4u + q][c] = v.w; }
 }
 fn ff_red_max(row: u32) -> f32 {
     let i = FF_R0 + row * 4u;

@@ -41,13 +41,13 @@ fn ffw_store_row(t: vec2<u32>, b: u32, h: u32, qi: u32, lo: vec4<f32>, hi: vec4<
 
 // Dispatch: (ceil(head_dim / FF_DCOLS), ceil(seq_q / 64), batch * num_heads); seq_q is the
 // longest sequence of a variable-length batch, whose shorter ones leave tiles idle.
-@compute @workgroup_size(256)
+@compute @workgroup_size(FF_WG)
 fn fa2f_fwd(
-    @builtin(local_invocation_index) lid: u32,
+    @builtin(local_invocation_index) lix: u32,
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>
 ) {
-    ff_set_cols(wg);
+    let lid = ff_set_cols(wg, lix);
     let p = fa2_params;
     let t = ff_tid(lid);
     let job = ff_tile_order(wg, nwg);

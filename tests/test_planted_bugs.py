@@ -34,7 +34,14 @@ import pytest
 from py_harness.host.engine import evaluate
 from py_harness.host.judge.cases import SMOKE, by_id
 from py_harness.host.judge.limitations import case_coverage
-from py_harness.host.judge.mutants import FIRST_CATCH, MUTANTS, PATH_DEPENDENT, Mutant
+from py_harness.host.judge.mutants import (
+    FIRST_CATCH,
+    MUTANTS,
+    PATH_DEPENDENT,
+    SPLIT_FAMILY,
+    SPLIT_ONLY,
+    Mutant,
+)
 from py_harness.host.paths import shader_sources
 from py_harness.host.pytest_plugin import SessionPool, runtime_missing
 from py_harness.host.runtimes.registry import float_path, runtime
@@ -219,6 +226,15 @@ def test_smoke_suite_catches(
             f"a logic slip, judged on {first_path}'s float path only (mutants.PATH_DEPENDENT; "
             "--planted-bugs-every-path runs it here too)"
         )
+    # A bug planted in the 256 family's halves is dead code where the device runs head_dim
+    # 256 in the 128 family's column blocks (mutants.SPLIT_ONLY).
+    own = variant(mutant.variant)
+    if mutant.name in SPLIT_ONLY:
+        wide = own.for_head_dim(own.max_head_dim, harness.adapter()["limits"])
+        if SPLIT_FAMILY not in wide.forward.files:
+            pytest.skip(
+                f"{harness.runtime} runs head_dim 256 in column blocks: the edit is dead code"
+            )
     sources = mutant.apply(shader_sources())
     caught = []
     first = FIRST_CATCH.get(mutant.name)
@@ -226,7 +242,6 @@ def test_smoke_suite_catches(
     # driver limitation or kernel flaw covers on this adapter.
     adapter = harness.adapter_name()
     # Nor cases the variant does not support (the seed skips FlashAttention-2's new axes).
-    own = variant(mutant.variant)
     judged = [
         c
         for c in SMOKE

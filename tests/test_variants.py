@@ -11,11 +11,13 @@ from py_harness.config import AttentionConfig, ConfigError, buffer_sizes
 from py_harness.gpu.device import Buffer
 from py_harness.host.paths import SHADER_DIR
 from py_harness.kernels import (
+    FAST_INVOCATIONS,
     FAST_ROWS,
     FAST_WORKGROUP_BYTES,
     PARTIAL_DQ_MAX,
     VARIANTS,
     Kernel,
+    Variant,
     scratch_elems,
 )
 from py_harness.runner import Split, create_buffers
@@ -23,20 +25,44 @@ from tests.fakes import NoGPUWorkDevice
 
 COMMON = SHADER_DIR / "fa2_fast_common.wgsl"
 BACKWARD = SHADER_DIR / "fa2_fast_backward.wgsl"
+FORWARD = SHADER_DIR / "fa2_fast_forward.wgsl"
 
 
 def _const(src: str, name: str) -> int:
     return int(re.search(rf"const {name}: u32 = (\d+)u;", src).group(1))
 
 
+def _family(v: Variant | Kernel) -> int:
+    """The head_dim family of a fast variant or kernel (its fa2_fast_dN.wgsl)."""
+    files = v.files if isinstance(v, Kernel) else v.forward.files
+    return int(re.fullmatch(r"fa2_fast_d(\d+)\.wgsl", files[1]).group(1))
+
+
 def test_fast_rows_and_workgroup_memory_match_the_wgsl() -> None:
     src = COMMON.read_text()
     assert _const(src, "FF_BR") == FAST_ROWS
-    (vec4s,) = re.findall(r"var<workgroup> \w+: array<vec4<f32>, (\d+)>", src)
-    assert 16 * int(vec4s) == FAST_WORKGROUP_BYTES
+    assert re.findall(r"var<workgroup> \w+: array<vec4<f32>, (\w+)>", src) == ["FF_SMEM"]
     bwd = BACKWARD.read_text()
     fast = VARIANTS["fast"]
     for v in (fast, *(s for _, s in fast.by_head_dim)):
+        family = _family(v)
+        sizes = (SHADER_DIR / v.forward.files[1]).read_text()
+        smem = _const(sizes, "FF_SMEM")
+        assert 16 * smem == FAST_WORKGROUP_BYTES[family]
+        assert v.required_limits["maxComputeWorkgroupStorageSize"] == FAST_WORKGROUP_BYTES[family]
+        # every phase's area within the array (fa2_fast_common.wgsl's offsets)
+        vk, ncol, split = (_const(sizes, n) for n in ("FF_VK", "FF_NCOL", "FF_SPLIT"))
+        padded = re.search(r"const FF_AS: u32 = FF_KC / 4u( \+ 1u)?;", sizes).group(1)
+        assert padded or _const(sizes, "FF_KC") == 32  # the swizzle permutes 8 vec4s
+        staging = 2 * 64 * (_const(sizes, "FF_KC") // 4 + (1 if padded else 0))  # one half's
+        v0 = max(staging, 64 * 17)  # after one half's staging and the P tile
+        ends = (split * staging, v0 + split * vk * (16 * ncol + 1), v0 + 256)
+        assert max(ends) <= smem
+        if split > 1:
+            assert 1024 * split <= smem  # the halves' partial blocks (ff_exchange)
+        assert 256 * split == FAST_INVOCATIONS[family]
+        assert v.required_limits["maxComputeInvocationsPerWorkgroup"] == 256 * split
+        assert v.required_limits["maxComputeWorkgroupSizeX"] == 256 * split
         assert v.forward.rows_per_workgroup == FAST_ROWS
         pre, *key_tiles, dq_sum, kv_sum = v.backward
         # the pass adding dQ's partial sums takes slots; a dV-only pass, FF_BR keys each;
@@ -50,28 +76,60 @@ def test_fast_rows_and_workgroup_memory_match_the_wgsl() -> None:
         assert f"let qi = wg.y * {pre.rows_per_workgroup}u + lid;" in bwd
         assert dq_sum.rows_per_workgroup == kv_sum.rows_per_workgroup
         assert f"wg.y * {dq_sum.rows_per_workgroup}u + lid / 128u, c);" in bwd  # ffb_sum_cell
-        assert v.required_limits["maxComputeWorkgroupStorageSize"] == FAST_WORKGROUP_BYTES
+    # the tile passes' workgroups are FF_WG invocations, the row passes' 256
+    every = bwd + FORWARD.read_text()
+    for entry in ("fa2f_fwd", "fa2f_bwd_dk_dv", "fa2f_bwd_dv", "fa2f_bwd_dk_dq"):
+        assert re.search(rf"@workgroup_size\(FF_WG\)\nfn {entry}\(", every), entry
+    for entry in ("fa2f_bwd_pre", "fa2f_bwd_dq_sum", "fa2f_bwd_kv_sum"):
+        assert re.search(rf"@workgroup_size\(256\)\nfn {entry}\(", every), entry
+
+
+# What lavapipe offers (1024 invocations per workgroup) and what SwiftShader does (256).
+WIDE = {"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupSizeX": 1024}
+NARROW = {"maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupSizeX": 256}
+for _limits in (WIDE, NARROW):
+    _limits.update(maxComputeWorkgroupStorageSize=32768, maxStorageBuffersPerShaderStage=8)
+
+
+def test_head_dim_families_fall_back_where_the_device_lacks_their_limits() -> None:
+    fast = VARIANTS["fast"]
+    dims = (1, 64, 65, 128, 129, 256)
+    assert [_family(fast.for_head_dim(d, WIDE)) for d in dims] == [64, 64, 128, 128, 256, 256]
+    assert [_family(fast.for_head_dim(d, NARROW)) for d in dims] == [64, 64, 128, 128, 128, 128]
+    assert fast.for_head_dim(256, NARROW) is fast  # the 128 family, in two column blocks
+    # what `prepare` compiles: only the families the device can run, each module once
+    narrow = {(k.entry_point, _family(k)) for k in fast.kernels_for(NARROW)}
+    wide = {(k.entry_point, _family(k)) for k in fast.kernels_for(WIDE)}
+    assert ("fa2f_fwd", 256) in wide - narrow
+    assert not any(family == 256 for _, family in narrow)
+    assert len(wide) == len(fast.kernels_for(WIDE)) == len(fast.kernels)
 
 
 def test_column_blocks_match_the_wgsl_and_cover_head_dim() -> None:
     """The workgroups along x split head_dim into blocks of the columns each workgroup
-    owns (FF_DCOLS = 64 FF_NCOL of its module; the dQ sum pass's 128), and together cover
-    every column up to the largest head_dim, with no block left empty."""
+    owns (FF_WG_COLS = 64 FF_NCOL FF_SPLIT of its module; the dQ sum pass's 128), and
+    together cover every column up to the largest head_dim, with no block left empty."""
     bwd = BACKWARD.read_text()
     fast = VARIANTS["fast"]
-    assert [bound for bound, _ in fast.by_head_dim] == [64]
-    for bound, v in ((fast.max_head_dim, fast), *fast.by_head_dim):
-        module = v.forward.files[1]
-        ncol = _const((SHADER_DIR / module).read_text(), "FF_NCOL")
+    assert [bound for bound, _ in fast.by_head_dim] == [64, 128, 256]
+    # each family over its head_dims where the device runs it, and the 128 family (the
+    # variant itself) above 128 where the device cannot run the 256 family
+    families, lower = [], 0
+    for bound, v in fast.by_head_dim:
+        families.append((v, range(lower + 1, bound + 1), WIDE))
+        lower = bound
+    families.append((fast, range(129, fast.max_head_dim + 1), NARROW))
+    for v, dims, limits in families:
+        sizes = (SHADER_DIR / v.forward.files[1]).read_text()
+        ncol, split = _const(sizes, "FF_NCOL"), _const(sizes, "FF_SPLIT")
         *passes, dq_sum, kv_sum = (v.forward, *v.backward[1:])
-        assert all(k.cols_per_workgroup == 64 * ncol for k in passes), module
+        assert all(k.cols_per_workgroup == 64 * ncol * split for k in passes), v.forward.files
         assert f"let c = wg.x * {dq_sum.cols_per_workgroup}u + lid % 128u;" in bwd
         assert kv_sum.cols_per_workgroup == dq_sum.cols_per_workgroup
         assert v.backward[0].cols_per_workgroup == 0  # the Delta pass loops over head_dim
-        dims = range(65, fast.max_head_dim + 1) if v is fast else range(1, bound + 1)
         for d in dims:
             cfg = AttentionConfig(batch=1, num_heads=1, seq_q=1, seq_k=1, head_dim=d)
-            assert fast.for_head_dim(d) is v
+            assert fast.for_head_dim(d, limits) is v
             for k in (v.forward, *v.backward):
                 x = k.workgroups(cfg, slots=1)[0]
                 cols = k.cols_per_workgroup or d

@@ -276,6 +276,30 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "vec2<u32>((lid % w) * 4u)",
     ),
     _fast("dq-sum-col-block", FAST_BWD, "let c = wg.x * 128u + lid % 128u;", "let c = lid % 128u;"),
+    # head_dim above 128 in two halves of one workgroup (fa2_fast_d256.wgsl): a half adding
+    # its own partial scores instead of the other's, both halves summing the first half of
+    # head_dim, rows 2 and 3 of each block stored by neither half, the second half's output
+    # columns at the first's, a staged chunk written unswizzled (and read swizzled)
+    _fast(
+        "split-exchange-own",
+        FAST_COMMON,
+        "let other = FF_X0 + (1u - ff_half) * 1024u + lid;",
+        "let other = FF_X0 + ff_half * 1024u + lid;",
+    ),
+    _fast(
+        "split-same-chunks",
+        FAST_COMMON,
+        "let c0 = (ff_half * n + k) * FF_KC;",
+        "let c0 = k * FF_KC;",
+    ),
+    _fast("split-rows-unstored", FAST_COMMON, "(i >> 1u) == ff_half;", "(i >> 1u) == 0u;"),
+    _fast("split-half-columns", FAST_COMMON, " + ff_half * FF_DCOLS;", ";"),
+    _fast(
+        "split-staged-unswizzled",
+        FAST_COMMON,
+        "(lid / w) * FF_AS + ff_swizzle(lid % w, lid / w)] = v.a;",
+        "(lid / w) * FF_AS + lid % w] = v.a;",
+    ),
     # vec4 loads and adds: rows taken for vec4-aligned when head_dim is only even, the
     # second vec4 of an unaligned row not advanced, a wrong shift, dQ's partial sums placed
     # right after the 2 x rows stats floats (not on a vec4)
@@ -587,6 +611,33 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 
+# Planted in code that only the head_dim-256 family runs (two halves of a 512-invocation
+# workgroup, fa2_fast_d256.wgsl). A device without 512 invocations per workgroup (SwiftShader)
+# runs head_dim 256 in the 128 family's two column blocks, where these edits are dead code:
+# tests/test_planted_bugs.py judges them where the device runs that family.
+SPLIT_FAMILY = "fa2_fast_d256.wgsl"
+SPLIT_ONLY: frozenset[str] = frozenset(
+    {
+        "fast-split-exchange-own",
+        "fast-split-same-chunks",
+        "fast-split-rows-unstored",
+        "fast-split-half-columns",
+        "fast-split-staged-unswizzled",
+    }
+)
+# The column blocks of head_dim above 128 run only where a device lacks the 256 family's
+# 512 invocations (the 128 family's two workgroups per tile): judged on every float path
+# (below), so the path that runs them judges them.
+COLUMN_BLOCKS: frozenset[str] = frozenset(
+    {
+        "fast-fwd-col-block-store",
+        "fast-dkdv-col-block-store",
+        "fast-dq-col-block-add",
+        "fast-rows-col-block",
+        "fast-dq-sum-col-block",
+    }
+)
+
 # The planted bugs whose catch can depend on the float path (the WGSL compiler and the
 # driver: runtimes.float_path), which tests/test_planted_bugs.py runs on every float path;
 # the others run on the first one only. A logic slip (a wrong index, edge, scale, stride,
@@ -598,9 +649,11 @@ MUTANTS: tuple[Mutant, ...] = (
 # - reads and writes that WGSL leaves to the implementation: a row read as aligned when it
 #   is not (the last row's vec4 can pass the binding's end, where robust access clamps or
 #   returns zero as the driver chooses), vec4 adds that overlap another invocation's or
-#   another region's (the order of unsynchronised writes), a row past the end stored anyway.
+#   another region's (the order of unsynchronised writes), a row past the end stored anyway;
+# - code that not every device runs (COLUMN_BLOCKS).
 PATH_DEPENDENT: frozenset[str] = frozenset(
     {m.name for m in MUTANTS if "bitcast<" in m.new or "exp2(" in m.new}
+    | COLUMN_BLOCKS
     | {
         "fast-load-aligned-even",
         "fast-delta-aligned-even",
@@ -668,6 +721,7 @@ FIRST_CATCH: dict[str, str] = {
     "fast-dq-col-block-add": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-rows-col-block": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-dq-sum-col-block": "d256-sq77-sk130-gqa4x2-causal-br",
+    **dict.fromkeys(sorted(SPLIT_ONLY), "d256-sq77-sk130-gqa4x2-causal-br"),
     **dict.fromkeys(
         ("fast-kv-sum-last-part", "fast-kv-part-col-block", "fast-kv-copy-offset"),
         "d64-sq256-sk64-mqa16x1",
