@@ -1,7 +1,7 @@
 // ============================================================================
 // FLASH ATTENTION V2, register-tiled ("fast" variant) - backward pass
 // ============================================================================
-// Module: flash_attention_v2.wgsl, fa2_fast_d64/d128.wgsl, fa2_fast_common.wgsl, this.
+// Module: flash_attention_v2.wgsl, fa2_fast_d64/d128/d256.wgsl, fa2_fast_common.wgsl, this.
 // Uses the forward's LSE instead of recomputing it. Three passes, no atomics, so every
 // run gives the same bits:
 // 1. fa2f_bwd_pre: scratch row stats [Delta, LSE], Delta = dO . O (O and LSE of the forward).
@@ -22,9 +22,10 @@
 //    this is two passes from one body (FfbParts): fa2f_bwd_dv, and fa2f_bwd_dk_dq for dK
 //    and dQ's sums, because one pass holding dK and dV (64 floats per invocation) with the
 //    rest ran one workgroup per SM on the H200 where these run two (6 GEMMs per tile
-//    pair, and faster: docs/results-h200.md). Above 128 each pass also splits the output
-//    columns over workgroup_id.x (fa2_fast_common.wgsl): 9 GEMMs per tile pair, the score
-//    GEMMs done once per column block.
+//    pair, and faster: docs/results-h200.md). Above 128 each workgroup's two halves
+//    split head_dim (fa2_fast_common.wgsl): 5 GEMMs per tile pair, as below; where the
+//    device lacks 512 invocations, two workgroups split the output columns, each computing
+//    the score GEMMs: 9 GEMMs per tile pair.
 // 3. fa2f_bwd_dq_sum: dQ = the sum of the G partial sums (in slot order), which it zeroes
 //    for the next run (buffers start zeroed).
 // 4. fa2f_bwd_kv_sum: with P > 1, dK and dV = the sums of their P copies (in part order).
@@ -246,8 +247,8 @@ struct FfbParts {
 };
 
 // Key tiles of one slot of G for one (batch, kv head), for a workgroup of a
-// (ceil(head_dim / FF_DCOLS) P, G, batch * num_kv_heads) dispatch (see the top): its dK, dV
-// and dQ columns are block workgroup_id.x % ceil(head_dim / FF_DCOLS) (the scores and dP
+// (ceil(head_dim / FF_WG_COLS) P, G, batch * num_kv_heads) dispatch (see the top): its dK, dV
+// and dQ columns are block workgroup_id.x % ceil(head_dim / FF_WG_COLS) (the scores and dP
 // span all of head_dim), its part of each key tile's work workgroup_id.x / that. The
 // dV pass, which adds no dQ sums, is dispatched with G = ceil(seq_k / 64): one key tile
 // per workgroup. `parts` is a constant per entry point, so the compiler drops what a pass

@@ -5,7 +5,7 @@
 // flash_attention_v2.wgsl, which comes first in every module of this variant: its
 // params and mask bindings (fa2_params, fa2_mask) and fa2_pcg are reused
 // (ff_keep4 is dropout_scale for four pairs, checked bit for bit by the dropout cases). Then one of
-// fa2_fast_d64.wgsl / fa2_fast_d128.wgsl (FF_NCOL, FF_VK), this file, and
+// fa2_fast_d64.wgsl / d128 / d256 (FF_NCOL, FF_VK, FF_KC, FF_AS, FF_SPLIT, FF_SMEM), this file, and
 // fa2_fast_forward.wgsl or fa2_fast_backward.wgsl, which each define
 //   fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair
 // (vec4s i and j of buffer `buf`: Q, K, V below or their own bindings).
@@ -30,16 +30,21 @@
 // passes at one workgroup per SM), and workgroup memory stays under 24 KiB.
 // Row strides of 9 / 17 / 16 FF_NCOL + 1 vec4 keep the vec4 reads of 8 consecutive tx
 // (or 4 consecutive ty) of a 32-wide subgroup on distinct banks.
-// Output columns: a workgroup owns FF_DCOLS = 64 FF_NCOL columns of head_dim, block
-// workgroup_id.x % ceil(head_dim / FF_DCOLS) (Kernel.cols_per_workgroup; the backward's
-// key-tile passes repeat the blocks along x once per part of a key tile). Up to 128 that
-// is all of them; at 256 two workgroups share each tile, each computing the whole score
-// tile (its GEMMs stream all of head_dim) and the second GEMM for its half: 32 more
-// accumulator floats per invocation would cost the second workgroup per SM.
+// Output columns: a workgroup owns FF_WG_COLS = 64 FF_NCOL FF_SPLIT columns of head_dim,
+// block workgroup_id.x % ceil(head_dim / FF_WG_COLS) (Kernel.cols_per_workgroup; the
+// backward's key-tile passes repeat the blocks along x once per part of a key tile). Up to
+// 128 that is all of them. Above, fa2_fast_d256.wgsl's workgroups have FF_SPLIT = 2 halves
+// of 256 invocations: half h owns columns 128 h.. (ff_col0) and computes the score GEMMs
+// over its half of head_dim, and the halves add their partial blocks (ff_exchange). A
+// device without 512 invocations per workgroup runs head_dim 256 with the 128 family: two
+// workgroups per tile, each computing the whole score tile and the second GEMM for its
+// columns (32 more accumulator floats per invocation would cost the second workgroup per SM).
 // Workgroup memory is one array in phases separated by barriers: the score staging
 // [0, 1152) is free once a score tile is done, so the P tile [0, 1088) overlays it; the
 // row staging [1152, 1424) is free outside the second GEMM, so the row reductions
-// [1152, 1408) overlay it. 1424 * 16 = 22784 bytes.
+// [1152, 1408) overlay it. 1424 * 16 = 22784 bytes. With halves: both halves' staging
+// [0, 2048) (unpadded, swizzled rows), the exchange [0, 2048) after it, the P tile
+// [0, 1088), the halves' row staging and the reductions from 1088: 32768 bytes.
 
 const FF_BR: u32 = 64u;
 const FF_BC: u32 = 64u;

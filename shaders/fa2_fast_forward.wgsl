@@ -1,7 +1,7 @@
 // ============================================================================
 // FLASH ATTENTION V2, register-tiled ("fast" variant) - forward pass
 // ============================================================================
-// Module: flash_attention_v2.wgsl, fa2_fast_d64/d128.wgsl, fa2_fast_common.wgsl, this.
+// Module: flash_attention_v2.wgsl, fa2_fast_d64/d128/d256.wgsl, fa2_fast_common.wgsl, this.
 // Writes O and LSE exactly as flash_fwd does (same layout, masking, empty rows); also
 // variable-length batches, in FlashAttention-2's packed layout (fa2_fast_common.wgsl).
 // Per key tile of 64: S = (scale Q) K^T in 4x4 register blocks; the row max over the
@@ -39,7 +39,7 @@ fn ffw_store_row(t: vec2<u32>, b: u32, h: u32, qi: u32, lo: vec4<f32>, hi: vec4<
     if (t.x == 0u && ff_col0 == 0u) { ffw_lse[ff_stat_row(b, h, qi)] = lse; }
 }
 
-// Dispatch: (ceil(head_dim / FF_DCOLS), ceil(seq_q / 64), batch * num_heads); seq_q is the
+// Dispatch: (ceil(head_dim / FF_WG_COLS), ceil(seq_q / 64), batch * num_heads); seq_q is the
 // longest sequence of a variable-length batch, whose shorter ones leave tiles idle.
 @compute @workgroup_size(FF_WG)
 fn fa2f_fwd(
