@@ -35,6 +35,7 @@ from py_harness.host.engine import evaluate
 from py_harness.host.judge.cases import SMOKE, by_id
 from py_harness.host.judge.limitations import case_coverage
 from py_harness.host.judge.mutants import (
+    BLOCKS_ONLY,
     FIRST_CATCH,
     MUTANTS,
     PATH_DEPENDENT,
@@ -200,6 +201,9 @@ def test_path_dependent_bugs_are_named_and_include_every_precision_bug() -> None
     # every rounding or approximated exp, by name: their margins over the bound are narrow
     precision = {n for n in names if n.endswith(("-17bits", "-5digits"))}
     assert len(precision) >= 20 and precision <= PATH_DEPENDENT, precision - PATH_DEPENDENT
+    # code that one form of head_dim 256 never runs is judged on every path, so the path
+    # that runs it judges it; no edit is dead in both forms
+    assert SPLIT_ONLY | BLOCKS_ONLY <= PATH_DEPENDENT and not SPLIT_ONLY & BLOCKS_ONLY
 
 
 def test_every_mutant_changes_the_source() -> None:
@@ -227,14 +231,15 @@ def test_smoke_suite_catches(
             "--planted-bugs-every-path runs it here too)"
         )
     # A bug planted in the 256 family's halves is dead code where the device runs head_dim
-    # 256 in the 128 family's column blocks (mutants.SPLIT_ONLY).
+    # 256 in the 128 family's column blocks (mutants.SPLIT_ONLY), and one planted in the
+    # blocks' bookkeeping is dead where it runs the halves (mutants.BLOCKS_ONLY).
     own = variant(mutant.variant)
-    if mutant.name in SPLIT_ONLY:
+    if mutant.name in SPLIT_ONLY | BLOCKS_ONLY:
         wide = own.for_head_dim(own.max_head_dim, harness.adapter()["limits"])
-        if SPLIT_FAMILY not in wide.forward.files:
-            pytest.skip(
-                f"{harness.runtime} runs head_dim 256 in column blocks: the edit is dead code"
-            )
+        halves = SPLIT_FAMILY in wide.forward.files
+        if halves != (mutant.name in SPLIT_ONLY):
+            form = "two halves of one workgroup" if halves else "column blocks"
+            pytest.skip(f"{harness.runtime} runs head_dim 256 in {form}: the edit is dead code")
     sources = mutant.apply(shader_sources())
     caught = []
     first = FIRST_CATCH.get(mutant.name)

@@ -625,9 +625,14 @@ SPLIT_ONLY: frozenset[str] = frozenset(
         "fast-split-staged-unswizzled",
     }
 )
-# The column blocks of head_dim above 128 run only where a device lacks the 256 family's
-# 512 invocations (the 128 family's two workgroups per tile): judged on every float path
-# (below), so the path that runs them judges them.
+# Planted in code that only the column blocks run (head_dim above 128 in the 128 family's
+# workgroups, one per 128 columns), where a device lacks the 256 family's 512 invocations:
+# with the halves there is one block per tile and the edit is dead code. Judged where the
+# device runs the blocks (tests/test_planted_bugs.py).
+BLOCKS_ONLY: frozenset[str] = frozenset({"fast-kv-parts-count"})
+# Planted in column offsets that both forms take (ff_col0 holds the block's columns and the
+# half's), but that only the column blocks exercise past 128 columns: judged on every
+# float path (below), so the path that runs the blocks judges them.
 COLUMN_BLOCKS: frozenset[str] = frozenset(
     {
         "fast-fwd-col-block-store",
@@ -650,10 +655,13 @@ COLUMN_BLOCKS: frozenset[str] = frozenset(
 #   is not (the last row's vec4 can pass the binding's end, where robust access clamps or
 #   returns zero as the driver chooses), vec4 adds that overlap another invocation's or
 #   another region's (the order of unsynchronised writes), a row past the end stored anyway;
-# - code that not every device runs (COLUMN_BLOCKS).
+# - code that not every device runs (COLUMN_BLOCKS, BLOCKS_ONLY, SPLIT_ONLY): judged on
+#   every path, so whichever path runs it judges it.
 PATH_DEPENDENT: frozenset[str] = frozenset(
     {m.name for m in MUTANTS if "bitcast<" in m.new or "exp2(" in m.new}
     | COLUMN_BLOCKS
+    | BLOCKS_ONLY
+    | SPLIT_ONLY
     | {
         "fast-load-aligned-even",
         "fast-delta-aligned-even",
