@@ -197,8 +197,10 @@ def test_validate_config_refuses_what_the_server_would() -> None:
         batch=1, num_heads=1, num_kv_heads=1, seq_q=30000, seq_k=30000, head_dim=1
     )
     request = {"config": big.to_dict()}
-    assert json.loads(asyncio.run(service.validate_config(json.dumps(request))))["ok"]
-    got = json.loads(asyncio.run(service.validate_config(json.dumps(request | {"limits": LIMITS}))))
+    # own_thread: a browser test earlier in this worker leaves Playwright's loop running here
+    assert json.loads(own_thread(asyncio.run, service.validate_config(json.dumps(request))))["ok"]
+    checked = service.validate_config(json.dumps(request | {"limits": LIMITS}))
+    got = json.loads(own_thread(asyncio.run, checked))
     assert got["ok"] is False and got["argument"] == "case"
     with pytest.raises(ConfigError) as exc:
         check_reference_cost(big, LIMITS)

@@ -75,3 +75,29 @@ def test_no_import_cycles() -> None:
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
+
+
+def test_tests_start_event_loops_on_a_thread_of_their_own() -> None:
+    """A test that calls asyncio.run directly fails when a browser test ran before it in
+    the same worker (Playwright's sync API leaves its loop running on the main thread): the
+    outcome would depend on test order, which xdist changes from run to run. fakes.own_thread
+    runs it on a thread of its own."""
+    tests = Path(__file__).resolve().parent
+    direct = []
+    for path in sorted(tests.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        wrapped = {
+            id(arg)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "own_thread"
+            for arg in node.args
+        }
+        direct += [
+            f"{path.name}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and node.attr == "run"
+            and getattr(node.value, "id", "") == "asyncio"
+            and id(node) not in wrapped
+        ]
+    assert not direct, f"asyncio.run called directly (use fakes.own_thread): {direct}"
