@@ -70,6 +70,7 @@ SEED = Variant(
         },
         "seq_q",
         "num_heads",
+        gemms=2,  # S = Q K^T, O = P V
     ),
     backward=(
         Kernel(
@@ -88,6 +89,7 @@ SEED = Variant(
             },
             "seq_q",
             "num_heads",
+            gemms=4,  # S for the LSE, then S, dP = dO V^T and dQ = dS K
         ),
         Kernel(
             "flash_bwd_dk_dv",
@@ -105,6 +107,7 @@ SEED = Variant(
             },
             "seq_k",
             "kv_heads",
+            gemms=4,  # S, dP, dV = P^T dO, dK = dS^T Q
         ),
     ),
     required_limits={
@@ -147,13 +150,15 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     # Every key-tile pass binds all of these: the shared body refers to each.
     key_tiles = {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RW)}
     key_passes: tuple[Kernel, ...] = (
-        Kernel("fa2f_bwd_dk_dv", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols, True),
+        # S, dP, dV, dK and dQ's partial sum
+        Kernel("fa2f_bwd_dk_dv", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols, True, 5),
     )
     if head_dim > 64:
         key_passes = (
             # adds no dQ sums: one key tile per workgroup (slot = key tile, one round)
-            Kernel("fa2f_bwd_dv", bwd, key_tiles, "seq_k", "kv_heads", FAST_ROWS, cols, True),
-            Kernel("fa2f_bwd_dk_dq", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols, True),
+            # S, dV; then S again, dP, dK and dQ's partial sum: 6 GEMMs where FA counts 5
+            Kernel("fa2f_bwd_dv", bwd, key_tiles, "seq_k", "kv_heads", FAST_ROWS, cols, True, 2),
+            Kernel("fa2f_bwd_dk_dq", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols, True, 4),
         )
     # adds the copies of dK and dV where the key-tile passes split their tiles (kv_parts)
     kv_sum = {6: ("dk", RW), 7: ("dv", RW), 8: pm[8], **seqlens}
@@ -169,6 +174,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
             "num_heads",
             FAST_ROWS,
             cols,
+            gemms=2,
         ),
         backward=(
             Kernel(

@@ -155,6 +155,10 @@ class Kernel:
     # buffers that many copies long; a later pass adds them, reading the count from
     # arrayLength). With one part the copies are the tensors themselves.
     key_parts: bool = False
+    # The score-matrix GEMMs the pass computes per visible (query, key) pair, each 2
+    # head_dim FLOPs (S = Q K^T, P V, dP = dO V^T, ...): the roofline's FLOP count
+    # (tools/roofline.py). 0: not counted (the pass's work is not GEMMs over the scores).
+    gemms: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.entry_point, str) or not _IDENT.fullmatch(self.entry_point):
@@ -196,6 +200,8 @@ class Kernel:
             raise ConfigError("cols_per_workgroup", f"must be an int >= 0, got {cpw!r}")
         if not isinstance(self.key_parts, bool):
             raise ConfigError("key_parts", f"must be true or false, got {self.key_parts!r}")
+        if isinstance(self.gemms, bool) or not isinstance(self.gemms, int) or self.gemms < 0:
+            raise ConfigError("gemms", f"must be an int >= 0, got {self.gemms!r}")
 
     @property
     def layout(self) -> tuple[tuple[int, str], ...]:
@@ -227,6 +233,7 @@ class Kernel:
             "rows_per_workgroup": self.rows_per_workgroup,
             "cols_per_workgroup": self.cols_per_workgroup,
             "key_parts": self.key_parts,
+            "gemms": self.gemms,
         }
 
     @classmethod
@@ -257,6 +264,7 @@ class Kernel:
                 d.get("rows_per_workgroup", 128),
                 d.get("cols_per_workgroup", 0),
                 d.get("key_parts", False),
+                d.get("gemms", 0),
             )
 
 

@@ -102,6 +102,9 @@ def test_a_valid_file_loads_with_kinds_from_the_wgsl(tmp_path: Path) -> None:
     # rows_per_workgroup defaults to the @workgroup_size's invocations
     assert (v.forward.rows_per_workgroup, bwd.rows_per_workgroup) == (64, 64)
     assert loaded.sources == {"k.wgsl": WGSL}
+    assert v.forward.gemms == 0  # not counted unless the file says so
+    counted = TOML.replace('heads = "num_heads"', 'heads = "num_heads"\ngemms = 2')
+    assert load(write(tmp_path, counted)).variant.forward.gemms == 2
     # it travels as data
     request = json.loads(json.dumps(loaded.request()))
     assert Variant.from_dict(request["variant"]) == v and request["sources"] == loaded.sources
@@ -143,6 +146,7 @@ def test_the_packed_kv_example_loads() -> None:
         ),
         ('rows = "seq_k"', 'rows = "keys"', ["rows: must be one of seq_q, seq_k, slots"]),
         ('rows = "seq_k"', 'rows = "seq_k"\nkey_parts = 1', ["key_parts: must be true or false"]),
+        ('rows = "seq_k"', 'rows = "seq_k"\ngemms = -1', ["gemms: must be an int >= 0"]),
         (
             'rows = "seq_k"',
             'rows = "seq_k"\nkey_parts = true',

@@ -2,6 +2,7 @@
 
 py-harness check      the case matrix on each runtime (pytest with the plugin)
 py-harness bench      time kernels against references (numpy, torch where installed)
+py-harness roofline   each pass of a bench's JSON: TFLOP/s, share of peak, a roofline plot
 py-harness serve      the demo page and the harness page on 127.0.0.1
 py-harness setup      fetch the pinned npm packages (Pyodide, Dawn for Node) into the cache
 py-harness stability  check over N input draws on several driver profiles
@@ -19,6 +20,7 @@ from collections.abc import Callable
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("tools.check", "the case matrix on each WebGPU runtime"),
     "bench": ("tools.bench", "time the kernels"),
+    "roofline": ("tools.roofline", "each pass of a bench's JSON against the GPU's roofs"),
     "serve": ("serving.serve", "serve the demo and harness pages"),
     "setup": ("setup", "fetch Pyodide and Dawn for Node (npm) into the cache"),
     "stability": ("tools.stability", "check over many input draws on several profiles"),

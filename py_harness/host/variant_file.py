@@ -28,6 +28,8 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
     key_parts = false                       # optional, backward: x also counts parts of
                                             # each key tile; part p writes copy p of dk, dv
                                             # (variant.Kernel.key_parts)
+    gemms = 2                               # optional: score-matrix GEMMs per visible
+                                            # (query, key) pair, for `py-harness roofline`
 
     [[backward]]                            # one table per pass, dispatched in order
     ...
@@ -98,6 +100,7 @@ KERNEL_KEYS = (
     "rows_per_workgroup",
     "cols_per_workgroup",
     "key_parts",
+    "gemms",
 )
 # WebGPU's default limits, which a kernel needs no declaration to stay within.
 DEFAULT_LIMITS = {
@@ -251,6 +254,7 @@ class _KernelCheck:
                 self.table.get("rows_per_workgroup", rows),
                 self.table.get("cols_per_workgroup", 0),
                 self.table.get("key_parts", False),
+                self.table.get("gemms", 0),
             )
         except ConfigError as exc:
             raise VariantFileError(f"{self.where}: {exc}") from None

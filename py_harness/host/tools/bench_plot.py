@@ -16,7 +16,7 @@ LEFT, RIGHT, TOP, BOTTOM = 62, 16, 28, 42  # panel margins
 HEADER = 56  # title and legend
 
 
-def _ticks_y(lo: float, hi: float) -> list[float]:
+def ticks_log(lo: float, hi: float) -> list[float]:
     """1-2-5 ticks covering [lo, hi] (lo > 0), thinned to at most ~8."""
     ticks = []
     for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
@@ -27,7 +27,7 @@ def _ticks_y(lo: float, hi: float) -> list[float]:
     return ticks or [lo, hi]
 
 
-def _fmt(v: float) -> str:
+def fmt_tick(v: float) -> str:
     return f"{v:g}" if v >= 0.01 else f"{v:.0e}"
 
 
@@ -63,10 +63,10 @@ def _panel(
         x = px(seq)
         out.append(f'<line x1="{x}" y1="{y0 + TOP}" x2="{x}" y2="{y0 + TOP + h}" stroke="#eee"/>')
         out.append(f'<text x="{x}" y="{y0 + TOP + h + 16}" text-anchor="middle">{seq}</text>')
-    for t in _ticks_y(10**ylo, 10**yhi):
+    for t in ticks_log(10**ylo, 10**yhi):
         y = py(t)
         out.append(f'<line x1="{x0 + LEFT}" y1="{y}" x2="{x0 + LEFT + w}" y2="{y}" stroke="#eee"/>')
-        out.append(f'<text x="{x0 + LEFT - 6}" y="{y + 4}" text-anchor="end">{_fmt(t)}</text>')
+        out.append(f'<text x="{x0 + LEFT - 6}" y="{y + 4}" text-anchor="end">{fmt_tick(t)}</text>')
     out.append(
         f'<text x="{x0 + LEFT + w / 2}" y="{y0 + PANEL_H - 8}" text-anchor="middle">'
         "sequence length</text>"

@@ -1,0 +1,102 @@
+"""`py-harness roofline`: per-pass FLOPs, bytes and rates from a bench JSON, and its plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from py_harness.host.tools import roofline
+from py_harness.kernels import FAST, SEED
+
+S, H, D = 4096, 16, 128
+FWD_FLOPS = 4.0 * H * S * S * D  # bench's count, B = 1, not causal
+
+
+def _bench(pass_ms: dict[str, float], head_dim: int = D, causal: bool = False) -> dict:
+    fwd = FWD_FLOPS * head_dim / D / (2 if causal else 1)
+    row = {
+        "impl": "fast",
+        "seq": S,
+        "head_dim": head_dim,
+        "causal": causal,
+        "batch": 1,
+        "heads": H,
+        "kv_heads": H,
+        "fwd_flops": fwd,
+        "extra": {"pass_ms": pass_ms},
+    }
+    torch_row = {**row, "impl": "torch-cuda", "extra": {}}
+    return {"meta": {"runtime": "wgpu", "args": {"seq_k": None}}, "rows": [torch_row, row]}
+
+
+PASSES_128 = {
+    "fa2f_fwd": 5.857,
+    "fa2f_bwd_pre": 0.053,
+    "fa2f_bwd_dv": 6.067,
+    "fa2f_bwd_dk_dq": 12.281,
+    "fa2f_bwd_dq_sum": 0.371,
+}
+
+
+def test_the_gemm_counts_are_the_kernels_decomposition() -> None:
+    def gemms(v):  # noqa: ANN001, ANN202
+        return [k.gemms for k in v.backward]
+
+    # FlashAttention counts 5 GEMMs for the backward; the fast kernels do 5 up to head_dim
+    # 64 and 6 above (the dV pass computes S again); the seed's dQ pass computes S twice.
+    assert sum(gemms(FAST.for_head_dim(64))) == 5
+    assert sum(gemms(FAST.for_head_dim(128))) == sum(gemms(FAST.for_head_dim(256))) == 6
+    assert sum(gemms(SEED)) == 8 and SEED.forward.gemms == FAST.forward.gemms == 2
+
+
+def test_each_pass_gets_its_flops_bytes_and_rate() -> None:
+    points = {p.name: p for p in roofline.pass_points(_bench(PASSES_128))}
+    assert list(points) == list(PASSES_128)  # torch's row has no passes: skipped
+    per_gemm = FWD_FLOPS / 2
+    assert points["fa2f_fwd"].flops == 2 * per_gemm
+    assert points["fa2f_bwd_dk_dq"].flops == 4 * per_gemm
+    assert points["fa2f_bwd_pre"].flops == 0 and points["fa2f_bwd_dq_sum"].flops == 0
+    fwd = points["fa2f_fwd"]
+    assert fwd.tflops == pytest.approx(2 * per_gemm / 5.857e-3 / 1e12)
+    # Q, K, V read and O written (each S H D floats), the LSE, an empty mask's 16 bytes;
+    # not the uniforms (the ALiBi slopes' 64 KiB are read a head at a time)
+    assert fwd.bytes == 4 * 4 * S * H * D + 4 * S * H + 16
+    # dK/dQ binds Q, K, V, dO, dK, dV and the scratch (one partial dQ sum): more than fwd
+    assert points["fa2f_bwd_dk_dq"].bytes > 6 * S * H * D * 4
+
+
+def test_causal_halves_the_flops() -> None:
+    full = roofline.pass_points(_bench(PASSES_128))
+    half = roofline.pass_points(_bench(PASSES_128, causal=True))
+    assert [p.flops / 2 for p in full] == [p.flops for p in half]
+
+
+def test_table_and_plot(tmp_path: Path) -> None:
+    points = roofline.pass_points(_bench(PASSES_128))
+    table = roofline.format_table(points, 67.0, 4800.0)
+    assert "ridge at 14.0 FLOP/byte" in table
+    fwd_line = next(line for line in table.splitlines() if "fa2f_fwd" in line)
+    assert f"{points[0].tflops:.2f}" in fwd_line and f"{points[0].tflops / 67:.1%}" in fwd_line
+    svg = tmp_path / "r.svg"
+    roofline.write_svg(svg, points, 67.0, 4800.0, title="H200")
+    text = svg.read_text()
+    # one mark per GEMM pass (three), with the pass named in its tooltip
+    assert text.count("<circle cx=") == 3 + 3  # the points and the legend's
+    assert "fp32 FMA peak 67 TFLOP/s" in text and "D128 fa2f_bwd_dv" in text
+
+
+def test_bad_input_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "none.json"
+    with pytest.raises(SystemExit) as exc:
+        roofline.main([str(missing)])
+    assert exc.value.code == 2 and str(missing) in capsys.readouterr().err
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps(_bench({"fa2f_bwd_dk_dv": 1.0})))  # a head_dim-64 pass at 128
+    with pytest.raises(SystemExit):
+        roofline.main([str(wrong)])
+    assert "no pass 'fa2f_bwd_dk_dv' at head_dim 128" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        roofline.main([str(wrong), "--peak-tflops", "0"])
+    assert "--peak-tflops" in capsys.readouterr().err
