@@ -100,6 +100,15 @@ def test_tiny_bench_writes_table_json_and_plot(
     assert set(doc["compile_ms"]) == set(variants)
     ET.parse(out_svg)
     assert "harness overhead" in capsys.readouterr().out
+    # The roofline reads the same JSON: every pass of every variant row, with the limits
+    # the bench recorded
+    from py_harness.host.tools import roofline
+
+    assert doc["meta"]["limits"]["maxStorageBufferBindingSize"] > 0
+    points = roofline.pass_points(doc)
+    assert len(points) == sum(len((r.get("extra") or {}).get("pass_ms", {})) for r in doc["rows"])
+    assert roofline.main([str(out_json), "--plot", str(tmp_path / "r.svg")]) == 0
+    ET.parse(tmp_path / "r.svg")
 
 
 def test_seq_k_benchmarks_short_keys_and_refuses_causal(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from py_harness.host.tools import roofline
 from py_harness.kernels import FAST, SEED
+from py_harness.runner import Split
 
 S, H, D = 4096, 16, 128
 FWD_FLOPS = 4.0 * H * S * S * D  # bench's count, B = 1, not causal
@@ -100,3 +101,26 @@ def test_bad_input_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit):
         roofline.main([str(wrong), "--peak-tflops", "0"])
     assert "--peak-tflops" in capsys.readouterr().err
+
+
+def test_the_partial_sums_follow_the_recorded_limits() -> None:
+    """With the device's limits in the JSON (bench records them), the dQ sum pass's traffic
+    holds every partial sum the backward keeps (runner.Split), not one."""
+    limits = {
+        "maxStorageBufferBindingSize": 1 << 31,
+        "maxBufferSize": 1 << 31,
+        "maxStorageBuffersPerShaderStage": 8,
+        "maxComputeWorkgroupStorageSize": 49152,
+        "maxComputeInvocationsPerWorkgroup": 1024,
+        "maxComputeWorkgroupSizeX": 1024,
+    }
+    bench = _bench(PASSES_128)
+    one = {p.name: p.bytes for p in roofline.pass_points(bench)}
+    bench["meta"]["limits"] = limits
+    kept = {p.name: p.bytes for p in roofline.pass_points(bench)}
+    cfg = roofline._config(bench["rows"][1], {})
+    slots = Split.of(FAST.for_head_dim(D, limits), cfg, limits).dq_slots
+    assert slots > 1
+    dq_sum = 4 * S * H * D  # one partial sum's bytes
+    assert kept["fa2f_bwd_dq_sum"] - one["fa2f_bwd_dq_sum"] == (slots - 1) * dq_sum
+    assert kept["fa2f_fwd"] == one["fa2f_fwd"]  # the forward binds no scratch

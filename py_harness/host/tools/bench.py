@@ -170,6 +170,7 @@ def _run(session: Session, args: argparse.Namespace) -> int:
     meta = {
         "runtime": args.runtime,
         "adapter": info,
+        "limits": limits,  # what the backward's split follows (runner.Split): roofline reads it
         "adapter_type": kind,
         "timestamps": timestamps,
         "python": platform.python_version(),

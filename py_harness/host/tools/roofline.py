@@ -9,8 +9,9 @@ peak, and its arithmetic intensity; `--plot` draws them on a roofline (hand-writ
   each, over the visible pairs as `bench` counts them (B H Sq Sk, halved when causal).
   A pass that recomputes S counts it again: the rate is of the work the pass does, where
   `bench`'s backward rate is of FlashAttention's 2.5x the forward.
-- Bytes: every storage buffer the pass binds, moved once (config.buffer_sizes, one partial
-  dQ sum):
+- Bytes: every storage buffer the pass binds, moved once (config.buffer_sizes, with the
+  partial dQ sums and dK/dV copies the device's limits give, runner.Split, where the JSON
+  records them; else one sum and one copy):
   the least traffic the pass can have, so the intensity is an upper bound and a pass left
   of the ridge is memory-bound whatever its tiling.
 - Roofs: --peak-tflops (the H200's fp32 FMA peak, about 67: 132 SMs x 128 FMA lanes x
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from ...config import AttentionConfig, buffer_bytes, buffer_sizes
 from ...kernels import VARIANTS
+from ...runner import Split
 from ...variant import UNIFORM
 from .bench_plot import COLORS, fmt_tick, ticks_log
 
@@ -77,8 +79,8 @@ def _config(row: dict, args: dict) -> AttentionConfig:
 def pass_points(bench: dict) -> list[PassPoint]:
     """The passes of every variant row of one `bench --json` document that has per-pass
     times (rows of torch and NumPy have none)."""
-    args = bench.get("meta", {}).get("args", {})
-    runtime = bench.get("meta", {}).get("runtime", "")
+    meta = bench.get("meta", {})
+    args, runtime, limits = meta.get("args", {}), meta.get("runtime", ""), meta.get("limits")
     if args.get("lengths"):
         raise ValueError("roofline: a variable-length bench (--lengths) is not supported")
     points = []
@@ -87,7 +89,8 @@ def pass_points(bench: dict) -> list[PassPoint]:
         if not times or row["impl"] not in VARIANTS:
             continue
         cfg = _config(row, args)
-        own = VARIANTS[row["impl"]].for_head_dim(cfg.head_dim)
+        own = VARIANTS[row["impl"]].for_head_dim(cfg.head_dim, limits)
+        split = Split.of(own, cfg, limits) if limits else Split(dq_slots=1)
         kernels = {k.entry_point: k for k in (own.forward, *own.backward)}
         # bench's count: 4 B H Sq Sk D for the two GEMMs of the forward, halved for causal
         per_gemm = row["fwd_flops"] / 2
@@ -100,7 +103,7 @@ def pass_points(bench: dict) -> list[PassPoint]:
                 )
             # the uniforms (params, ALiBi slopes, sequence bounds) are read a few words at a time
             roles = [role for role, kind in kernel.bindings.values() if kind != UNIFORM]
-            floats = buffer_sizes(cfg, roles, slots=1)
+            floats = buffer_sizes(cfg, roles, slots=split.dq_slots, kv_parts=split.kv_parts)
             points.append(
                 PassPoint(
                     impl=row["impl"],
