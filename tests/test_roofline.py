@@ -118,9 +118,18 @@ def test_the_partial_sums_follow_the_recorded_limits() -> None:
     one = {p.name: p.bytes for p in roofline.pass_points(bench)}
     bench["meta"]["limits"] = limits
     kept = {p.name: p.bytes for p in roofline.pass_points(bench)}
-    cfg = roofline._config(bench["rows"][1], {})
+    cfg = roofline.row_config(bench["rows"][1], {})
     slots = Split.of(FAST.for_head_dim(D, limits), cfg, limits).dq_slots
     assert slots > 1
     dq_sum = 4 * S * H * D  # one partial sum's bytes
     assert kept["fa2f_bwd_dq_sum"] - one["fa2f_bwd_dq_sum"] == (slots - 1) * dq_sum
     assert kept["fa2f_fwd"] == one["fa2f_fwd"]  # the forward binds no scratch
+
+
+def test_a_variant_without_partial_sums_is_counted_without_them() -> None:
+    seed = _bench({"flash_fwd": 1.0, "flash_bwd_dq": 2.0, "flash_bwd_dk_dv": 3.0}, head_dim=64)
+    seed["rows"][1]["impl"] = "seed"
+    without = roofline.pass_points(seed)
+    seed["meta"]["limits"] = {"maxStorageBufferBindingSize": 1 << 31, "maxBufferSize": 1 << 31}
+    assert [p.bytes for p in roofline.pass_points(seed)] == [p.bytes for p in without]
+    assert [p.flops / (FWD_FLOPS / 4) for p in without] == [2, 4, 4]  # FWD_FLOPS at D 128

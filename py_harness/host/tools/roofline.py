@@ -11,7 +11,7 @@ peak, and its arithmetic intensity; `--plot` draws them on a roofline (hand-writ
   `bench`'s backward rate is of FlashAttention's 2.5x the forward.
 - Bytes: every storage buffer the pass binds, moved once (config.buffer_sizes, with the
   partial dQ sums and dK/dV copies the device's limits give, runner.Split, where the JSON
-  records them; else one sum and one copy):
+  records them; else one sum, where the variant keeps any, and one copy):
   the least traffic the pass can have, so the intensity is an upper bound and a pass left
   of the ridge is memory-bound whatever its tiling.
 - Roofs: --peak-tflops (the H200's fp32 FMA peak, about 67: 132 SMs x 128 FMA lanes x
@@ -63,7 +63,8 @@ class PassPoint:
         return f"D{self.head_dim}{' causal' if self.causal else ''} {self.name}"
 
 
-def _config(row: dict, args: dict) -> AttentionConfig:
+def row_config(row: dict, args: dict) -> AttentionConfig:
+    """The configuration `bench` timed for a row (args: the JSON's meta.args)."""
     seq_k = args.get("seq_k") or row["seq"]
     return AttentionConfig(
         batch=row["batch"],
@@ -88,9 +89,9 @@ def pass_points(bench: dict) -> list[PassPoint]:
         times = (row.get("extra") or {}).get("pass_ms")
         if not times or row["impl"] not in VARIANTS:
             continue
-        cfg = _config(row, args)
+        cfg = row_config(row, args)
         own = VARIANTS[row["impl"]].for_head_dim(cfg.head_dim, limits)
-        split = Split.of(own, cfg, limits) if limits else Split(dq_slots=1)
+        split = Split.of(own, cfg, limits) if limits else Split(dq_slots=int(own.partial_dq))
         kernels = {k.entry_point: k for k in (own.forward, *own.backward)}
         # bench's count: 4 B H Sq Sk D for the two GEMMs of the forward, halved for causal
         per_gemm = row["fwd_flops"] / 2
