@@ -86,6 +86,8 @@ def test_tiny_bench_writes_table_json_and_plot(
     assert own_thread(main, argv) == 0
     doc = json.loads(out_json.read_text())
     assert doc["meta"]["runtime"] == name
+    # no path of this machine: the built-in shaders by name, not the file's own location
+    assert doc["meta"]["args"]["shaders"] == "built-in" and "json" not in doc["meta"]["args"]
     impls = {(r["impl"], r["seq"]) for r in doc["rows"]}
     assert impls == {(i, s) for i in (*variants, "numpy-f32") for s in (17, 40)}
     assert all(r["fwd_ms"] > 0 and r["bwd_ms"] > 0 for r in doc["rows"])

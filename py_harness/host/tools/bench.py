@@ -92,6 +92,16 @@ def _row_json(row: Row, cfg: AttentionConfig, torch_row: Row | None) -> dict:
     return d
 
 
+def _recorded_args(args: argparse.Namespace) -> dict:
+    """The options as the JSON records them: no path of this machine (the built-in shaders
+    by name; not the JSON's own location), so the file can be shared as it is."""
+    recorded = {k: (str(a) if isinstance(a, Path) else a) for k, a in vars(args).items()}
+    del recorded["json"]
+    if args.shaders == SHADER_DIR:
+        recorded["shaders"] = "built-in"
+    return recorded
+
+
 def run(args: argparse.Namespace) -> int:
     from ..engine import open_session
 
@@ -177,7 +187,7 @@ def _run(session: Session, args: argparse.Namespace) -> int:
         "numpy": np.__version__,
         "torch": getattr(torch, "__version__", None),
         "torch_device": str(tdev) if tdev is not None else None,
-        "args": {k: (str(a) if isinstance(a, Path) else a) for k, a in vars(args).items()},
+        "args": _recorded_args(args),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     doc = {
