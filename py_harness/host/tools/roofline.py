@@ -15,7 +15,7 @@ peak, and its arithmetic intensity; `--plot` draws them on a roofline (hand-writ
   the least traffic the pass can have, so the intensity is an upper bound and a pass left
   of the ridge is memory-bound whatever its tiling.
 - Roofs: --peak-tflops (the H200's fp32 FMA peak, about 67: 132 SMs x 128 FMA lanes x
-  2 FLOPs x 1.98 GHz) and --bandwidth-gbs (HBM3e: 4800 GB/s).
+  2 FLOPs x 1.98 GHz) and --bandwidth-gbs (the H200's HBM3e, NVIDIA's figure: 4800 GB/s).
 """
 
 from __future__ import annotations
@@ -121,11 +121,15 @@ def pass_points(bench: dict) -> list[PassPoint]:
     return points
 
 
+def ridge(peak_tflops: float, bandwidth_gbs: float) -> float:
+    """The intensity (FLOPs per byte) where the bandwidth roof meets the peak."""
+    return peak_tflops * 1e12 / (bandwidth_gbs * 1e9)
+
+
 def format_table(points: list[PassPoint], peak_tflops: float, bandwidth_gbs: float) -> str:
-    ridge = peak_tflops * 1e12 / (bandwidth_gbs * 1e9)
     lines = [
         f"# roofs: {peak_tflops:g} TFLOP/s, {bandwidth_gbs:g} GB/s "
-        f"(ridge at {ridge:.1f} FLOP/byte)",
+        f"(ridge at {ridge(peak_tflops, bandwidth_gbs):.1f} FLOP/byte)",
         f"{'impl':<6} {'runtime':<7} {'seq':>6} {'D':>4} {'causal':>6} {'pass':<16} {'ms':>9} "
         f"{'TFLOP/s':>8} {'of peak':>7} {'FLOP/B':>8} {'GB/s':>8}",
     ]
@@ -149,9 +153,9 @@ def write_svg(
     if not pts:
         raise ValueError("roofline: no pass with GEMMs and a time to plot")
     width, height, left, right, top, bottom = 760, 520, 70, 200, 50, 50
-    ridge = peak_tflops * 1e12 / (bandwidth_gbs * 1e9)
-    xlo = math.log10(min(ridge / 4, *(p.intensity for p in pts)))
-    xhi = math.log10(max(ridge * 4, *(p.intensity for p in pts)) * 2)
+    knee = ridge(peak_tflops, bandwidth_gbs)
+    xlo = math.log10(min(knee / 4, *(p.intensity for p in pts)))
+    xhi = math.log10(max(knee * 4, *(p.intensity for p in pts)) * 2)
     ylo = math.log10(min(p.tflops for p in pts) / 2)
     yhi = math.log10(peak_tflops * 2)
     w, h = width - left - right, height - top - bottom
@@ -188,7 +192,7 @@ def write_svg(
     )
     # the roofs: bandwidth x intensity up to the ridge, then the peak
     x0 = 10**xlo
-    roof = [(x0, bandwidth_gbs * 1e9 * x0 / 1e12), (ridge, peak_tflops), (10**xhi, peak_tflops)]
+    roof = [(x0, bandwidth_gbs * 1e9 * x0 / 1e12), (knee, peak_tflops), (10**xhi, peak_tflops)]
     roof = [(a, max(b, 10**ylo)) for a, b in roof]
     line = " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in roof)
     out.append(f'<polyline points="{line}" fill="none" stroke="#333" stroke-width="2"/>')
