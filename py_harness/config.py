@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 
 # The largest head_dim any variant may declare (Variant.max_head_dim): FlashAttention-2's.
@@ -480,6 +480,12 @@ def buffer_bytes(floats: int) -> int:
     return max(4, whole_vec4s(floats)) * F32_BYTES
 
 
+def data_buffer_bytes(data: bytes) -> int:
+    """Bytes of the buffer that holds `data` (params, seqlens: not whole floats' worth of
+    tensor), sized as buffer_bytes."""
+    return buffer_bytes(-(-len(data) // F32_BYTES))
+
+
 def binding_cap(limits: dict[str, int]) -> int:
     """The largest buffer one binding can hold on this device, in bytes."""
     return min(limits["maxStorageBufferBindingSize"], limits["maxBufferSize"])
@@ -506,8 +512,13 @@ def validate_sizes(
             )
 
 
-def check_input_bytes(cfg: AttentionConfig, tensors: dict[str, bytes]) -> None:
-    """Each tensor must be exactly the f32 byte length its shape asks for."""
+def check_input_bytes(
+    cfg: AttentionConfig,
+    tensors: dict[str, bytes],
+    scan: Callable[[bytes], bool] | None = None,
+) -> None:
+    """Each tensor must be exactly the f32 byte length its shape asks for, and finite
+    (check_finite; scan: a faster any_nonfinite, e.g. the native backends' threaded one)."""
     for name, elems in cfg.input_elems().items():
         data = tensors.get(name)
         if data is None:
@@ -520,7 +531,7 @@ def check_input_bytes(cfg: AttentionConfig, tensors: dict[str, bytes]) -> None:
                 f"has {len(data)} bytes; shape wants {elems} float32 values = "
                 f"{elems * F32_BYTES} bytes",
             )
-        check_finite(name, data, allow_neg_inf=name == "mask")
+        check_finite(name, data, allow_neg_inf=name == "mask", scan=scan)
 
 
 # bytes.translate tables over a float32's two high bytes (little-endian): its exponent is
@@ -542,14 +553,19 @@ def any_nonfinite(data: bytes) -> bool:
     return flags & int.from_bytes(data[2::4].translate(_EXP_LOW), "little") != 0
 
 
-def check_finite(name: str, data: bytes, allow_neg_inf: bool = False) -> None:
+def check_finite(
+    name: str,
+    data: bytes,
+    allow_neg_inf: bool = False,
+    scan: Callable[[bytes], bool] | None = None,
+) -> None:
     """Refuse NaN and +-Inf (a mask may hold -inf: that is how it masks a key).
 
     The kernels would turn a NaN into NaN gradients for a whole row, or silently treat it
     as masked; either way a pass would not mean what it says. any_nonfinite finds out at C
     speed; only when it says yes does the slow scan look for the first one.
     """
-    if not any_nonfinite(data):
+    if not (scan or any_nonfinite)(data):
         return
     values = array("f")
     values.frombytes(data)

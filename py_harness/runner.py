@@ -16,11 +16,12 @@ from .config import (
     buffer_bytes,
     buffer_sizes,
     check_input_bytes,
+    data_buffer_bytes,
     pack_seqlens,
     validate,
     validate_sizes,
 )
-from .gpu.device import Buffer, ComputePass, Device, Pipeline
+from .gpu.device import Buffer, Bytes, ComputePass, Device, Pipeline
 from .kernels import SEED, Kernel, Variant
 from .params import pack_params
 
@@ -30,7 +31,7 @@ PACKED_INPUTS = ("kv", "qkv")  # built from the host's tensors (packing.py)
 
 @dataclass
 class RunResult:
-    outputs: dict[str, bytes]  # o, lse and, with backward, dq, dk, dv (f32 little-endian)
+    outputs: dict[str, Bytes]  # o, lse and, with backward, dq, dk, dv (f32 little-endian)
     timings_ms: dict[str, float]
     timing_source: str  # "timestamp-query" (GPU time of the passes) or "wall-clock"
     # One sha256 of dq|dk|dv per backward run, where there are several to compare.
@@ -106,7 +107,7 @@ class AttentionRunner:
         chosen = self.variant.for_head_dim(cfg.head_dim, self.device.limits)
         # before the tensors are looked at: a too-large case needs none
         validate_sizes(cfg, self.device.limits, chosen.storage_roles)
-        check_input_bytes(cfg, tensors)
+        check_input_bytes(cfg, tensors, self.device.any_nonfinite)
         if backward and "d_out" not in tensors:
             check_input_bytes(cfg, {**tensors, "d_out": b""})
         self.check_limits()
@@ -138,8 +139,7 @@ class AttentionRunner:
             source = "timestamp-query" if dev.has_timestamps else "wall-clock"
             return RunResult(outputs, timings, source, digests)
         finally:
-            for buf in bufs.values():
-                dev.destroy_buffer(buf)
+            dev.release_buffers(list(bufs.values()))
 
     async def _dispatch(
         self,
@@ -180,44 +180,43 @@ def create_buffers(
 ) -> dict[str, Buffer]:
     """The buffers the variant's kernels bind, by role, sized by config.buffer_sizes: the
     inputs uploaded (packed ones built from their parts; an absent one, e.g. no mask, as a
-    placeholder), params packed in the variant's layout, the outputs and scratch empty.
-    On an error the buffers made so far are destroyed."""
+    placeholder), params packed in the variant's layout, the outputs and scratch zeroed.
+    Taken from the device's released buffers where they match (Device.acquire_buffers):
+    give them back with release_buffers (done here on an error)."""
     sizes = buffer_sizes(cfg, variant.storage_roles, split.dq_slots, split.kv_parts)
-    bufs: dict[str, Buffer] = {}
-    try:
-        for role, floats in sizes.items():
-            if role == "seqlens":  # from the config, like params
-                data = pack_seqlens(cfg)
-                bufs[role] = dev.create_buffer_with_data(data, ("UNIFORM",), role)
-                continue
-            if role in PACKED_INPUTS:
-                data = packing.pack(cfg, role, tensors)
-            elif role in HOST_INPUTS:
-                data = tensors.get(role, b"")  # absent: d_out for a forward alone, no mask
-            else:  # written by the kernels: outputs and the scratch
-                bufs[role] = dev.create_buffer(buffer_bytes(floats), ("STORAGE", "COPY_SRC"), role)
-                continue
-            usage = ("STORAGE", "COPY_DST")
-            if role == "alibi_slopes":  # whole even when absent: a fixed-size uniform array
-                usage, data_floats = ("UNIFORM", "STORAGE", "COPY_DST"), floats
-            else:
-                data_floats = floats if data else 0
-            bufs[role] = dev.create_buffer(buffer_bytes(data_floats), usage, role)
-            if data:
-                dev.write_buffer(bufs[role], data)
-        if variant.binds("params"):
-            params = pack_params(cfg, variant.params)
-            bufs["params"] = dev.create_buffer_with_data(params, ("UNIFORM",), "params")
+    wanted: dict[str, tuple[int, tuple[str, ...]]] = {}
+    data: dict[str, bytes] = {}
+    for role, floats in sizes.items():
+        if role == "seqlens":  # from the config, like params
+            data[role] = pack_seqlens(cfg)
+            wanted[role] = (data_buffer_bytes(data[role]), ("UNIFORM", "COPY_DST"))
+            continue
+        if role in PACKED_INPUTS:
+            data[role] = packing.pack(cfg, role, tensors)
+        elif role in HOST_INPUTS:
+            data[role] = tensors.get(role, b"")  # absent: d_out for a forward alone, no mask
+        else:  # written by the kernels: outputs and the scratch (COPY_DST: cleared for reuse)
+            wanted[role] = (buffer_bytes(floats), ("STORAGE", "COPY_SRC", "COPY_DST"))
+            continue
+        if role == "alibi_slopes":  # whole even when absent: a fixed-size uniform array
+            wanted[role] = (buffer_bytes(floats), ("UNIFORM", "STORAGE", "COPY_DST"))
+        else:
+            wanted[role] = (buffer_bytes(floats if data[role] else 0), ("STORAGE", "COPY_DST"))
+    if variant.binds("params"):
+        data["params"] = pack_params(cfg, variant.params)
+        wanted["params"] = (data_buffer_bytes(data["params"]), ("UNIFORM", "COPY_DST"))
+    bufs = dev.acquire_buffers(wanted)
+    try:  # whole floats and u32s (check_input_bytes, pack_params, pack_seqlens)
+        dev.write_buffers([(bufs[role], raw) for role, raw in data.items() if raw])
     except BaseException:
-        for buf in bufs.values():
-            dev.destroy_buffer(buf)
+        dev.release_buffers(list(bufs.values()))
         raise
     return bufs
 
 
 async def read_outputs(
     dev: Device, cfg: AttentionConfig, bufs: dict[str, Buffer], names: tuple[str, ...]
-) -> dict[str, bytes]:
+) -> dict[str, Bytes]:
     """The named outputs' bytes (each exactly its tensor's floats: buffers are allocated in
     whole vec4s), split out of a packed gradient where the variant binds one; read in one
     batch (Device.read_buffers)."""
@@ -225,14 +224,14 @@ async def read_outputs(
     roles = [role for role, parts in wanted.items() if parts]
     sizes = buffer_sizes(cfg, tuple(roles))
     data = await dev.read_buffers([(bufs[role], 4 * sizes[role]) for role in roles])
-    out: dict[str, bytes] = {}
+    out: dict[str, Bytes] = {}
     for role, raw in zip(roles, data, strict=True):
         parts = packing.unpack(cfg, role, raw) if role in PACKED else {role: raw}
         out.update((n, parts[n]) for n in wanted[role])
     return {n: out[n] for n in names}  # Variant's checks: each is bound, whole or packed
 
 
-def _digest(grads: dict[str, bytes]) -> str:
+def _digest(grads: dict[str, Bytes]) -> str:
     h = hashlib.sha256()
     for name in GRADIENTS:
         h.update(grads[name])

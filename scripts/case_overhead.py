@@ -1,16 +1,19 @@
 """Where a full case's host time goes: each step of AttentionRunner.run on a native runtime.
 
     python3 scripts/case_overhead.py [--runtime wgpu|dawn] [--head-dim 128] [--seq 4096]
-        [--heads 16] [--causal] [--runs 4] [--copies]
+        [--heads 16] [--causal] [--runs 4] [--fresh] [--copies]
 
 Wraps the Device's methods and the runner's steps in a wall clock and prints, per run of
 one case (fast variant, B = 1), its wall time, GPU time (timestamps) and the time in
-each step: the finite-input check, buffer creation and uploads, dispatches, readbacks,
-destruction. The steps nest (create_buffers holds create_buffer and write_buffer;
-read_outputs holds read_buffers), so they do not add up. --copies times the parts of one
-readback of 128 MB instead: making a MAP_READ staging buffer, the GPU copy and map, the
-copy out of the mapping, and a plain host copy of 128 MB for comparison. The H200's
-figures are in docs/results-h200.md.
+each step: the finite-input check, taking buffers (new or the last run's) and uploads,
+dispatches, readbacks, giving the buffers back. The steps nest (create_buffers holds
+acquire_buffers and write_buffer; read_outputs holds read_buffers), so they do not add
+up. Each run reuses the previous run's buffers, as repeated runs of one shape do (draws,
+bench); --fresh destroys them first, as a matrix of different shapes does. --copies times
+the parts of one readback of 128 MB instead: making a MAP_READ staging buffer, the GPU
+copy and map, the copy out of the mapping (as bytes, and as the native backends make it
+over threads), the finite-input check (bytes operations, and threaded), and a plain host
+copy for comparison. The H200's figures are in docs/results-h200.md.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 
 from py_harness import config, runner
 from py_harness.config import AttentionConfig
-from py_harness.gpu import native
+from py_harness.gpu import host_memory, native
 from py_harness.host.paths import shader_sources
 from py_harness.kernels import variant
 
@@ -67,12 +70,14 @@ async def steps(args: argparse.Namespace) -> None:
     }
     run = runner.AttentionRunner(dev, shader_sources(), variant("fast"))
     await run.run(cfg, x)  # compiles, and warms every path
-    for name in ("create_buffer", "write_buffer", "destroy_buffer", "read_buffers", "run_passes"):
+    steps = ("any_nonfinite", "acquire_buffers", "write_buffer", "release_buffers")
+    for name in (*steps, "read_buffers", "run_passes"):
         _timed(dev, name)
     for name in ("create_buffers", "read_outputs"):
         _timed(runner, name)
-    _timed(config, "any_nonfinite")
     for _ in range(args.runs):
+        if args.fresh:
+            dev.destroy_released()
         SPENT.clear()
         t = time.perf_counter()
         result = await run.run(cfg, x)
@@ -88,7 +93,9 @@ async def copies(args: argparse.Namespace) -> None:
     n = 128 << 20
     usage = gpu.BufferUsage
     src = wgpu_dev.create_buffer(size=n, usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
-    wgpu_dev.queue.write_buffer(src, 0, np.random.default_rng(0).bytes(n))
+    wgpu_dev.queue.write_buffer(
+        src, 0, np.random.default_rng(0).standard_normal(n // 4, dtype=np.float32).tobytes()
+    )
     for _ in range(args.runs):
         row = {}
         t = time.perf_counter()
@@ -103,10 +110,19 @@ async def copies(args: argparse.Namespace) -> None:
         t = time.perf_counter()
         mapped = staging.read_mapped(copy=False)
         out = bytes(mapped)
-        del mapped
         row["copy out of the mapping"] = time.perf_counter() - t
+        t = time.perf_counter()
+        host_memory.copy_out(mapped)
+        row["copy out over threads"] = time.perf_counter() - t
+        del mapped
         staging.unmap()
         staging.destroy()
+        t = time.perf_counter()
+        config.any_nonfinite(out)
+        row["finite check"] = time.perf_counter() - t
+        t = time.perf_counter()
+        host_memory.any_nonfinite(out)
+        row["finite check over threads"] = time.perf_counter() - t
         held = bytearray(n)
         t = time.perf_counter()
         held[:] = out
@@ -122,6 +138,7 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--fresh", action="store_true", help="new buffers for every run")
     parser.add_argument("--copies", action="store_true", help="time one readback's parts")
     args = parser.parse_args()
     asyncio.run(copies(args) if args.copies else steps(args))

@@ -26,6 +26,7 @@ class NoGPUWorkDevice(Device):
         raise AssertionError("GPU work was done for bad input")
 
     create_buffer = write_buffer = destroy_buffer = create_bind_group = destroy = _gpu_work
+    _clear_buffers = _gpu_work
     _timestamp_queries = _encoder = _encode_pass = _resolve_queries = _gpu_work
 
     async def _read_group(self, spans, total):  # noqa: ANN001

@@ -98,10 +98,13 @@ def test_tiny_bench_writes_table_json_and_plot(
             passes = r["extra"]["pass_ms"]
             assert list(passes) == [k.entry_point for k in (chosen.forward, *chosen.backward)]
             assert sum(passes.values()) == pytest.approx(r["fwd_ms"] + r["bwd_ms"], rel=1e-9)
+            # a full case on new buffers, and one on the buffers it gave back
+            assert r["extra"]["case_wall_ms"] > r["fwd_ms"] + r["bwd_ms"]
+            assert r["extra"]["case_fresh_overhead_ms"] > 0 < r["extra"]["case_overhead_ms"]
     assert [v["passed"] for v in doc["verify"]] == [True] * len(variants)
     assert set(doc["compile_ms"]) == set(variants)
     ET.parse(out_svg)
-    assert "harness overhead" in capsys.readouterr().out
+    assert "ms on new buffers" in capsys.readouterr().out
     # The roofline reads the same JSON: every pass of every variant row, with the limits
     # the bench recorded
     from py_harness.host.tools import roofline

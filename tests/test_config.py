@@ -17,6 +17,7 @@ from py_harness.config import (
     validate,
     validate_sizes,
 )
+from py_harness.gpu import host_memory
 from py_harness.gpu.device import NoAdapterError
 from py_harness.host.judge.cases import CASES, CONTROL
 from py_harness.host.judge.inputs import make_inputs
@@ -129,10 +130,14 @@ def test_runner_refuses_before_any_gpu_work(config, tensors, match) -> None:
         own_thread(asyncio.run, runner.run(config, tensors))
 
 
-def test_any_nonfinite_agrees_with_isfinite_on_every_exponent_and_place() -> None:
+@pytest.mark.parametrize(
+    "any_nonfinite", [any_nonfinite, host_memory.any_nonfinite], ids=["bytes", "threaded"]
+)
+def test_any_nonfinite_agrees_with_isfinite_on_every_exponent_and_place(any_nonfinite) -> None:  # noqa: ANN001
     """Every float32 high half (sign, exponent, mantissa's top bits) with low halves that
     set none, one or all of the rest, alone and between finite neighbours: the byte-flag
-    test says non-finite exactly where NumPy does."""
+    test (and the native backends' threaded min and max) says non-finite exactly where
+    NumPy does."""
     high = np.arange(1 << 16, dtype=np.uint32) << 16
     for low in (0, 1, 0x7FFF, 0xFFFF):
         values = (high | low).view(np.float32)

@@ -43,7 +43,15 @@ def test_the_pyodide_wheel_imports_no_host_code_nor_native_libraries() -> None:
         bad = {
             i
             for i in _imports(path)
-            if i.startswith(("py_harness.host", "py_harness.gpu.native", "wgpu", "numpy"))
+            if i.startswith(
+                (
+                    "py_harness.host",
+                    "py_harness.gpu.native",
+                    "py_harness.gpu.host_memory",
+                    "wgpu",
+                    "numpy",
+                )
+            )
         }
         assert not bad, f"{path.relative_to(PACKAGE)} (in the Pyodide wheel) imports {bad}"
 

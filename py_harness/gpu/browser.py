@@ -15,6 +15,7 @@ from ..shaders import ShaderModuleSource, format_compile_messages
 from .device import (
     REQUIRED_LIMITS,
     Buffer,
+    Bytes,
     ComputePass,
     Device,
     DeviceLostError,
@@ -66,12 +67,12 @@ class BrowserDevice(Device):
         handle = self._device.createBuffer(
             _js({"size": size, "usage": _usage(usage), "label": label})
         )
-        return Buffer(handle, size, label)
+        return Buffer(handle, size, label, usage)
 
     def write_buffer(self, buffer: Buffer, data: bytes) -> None:
         self._device.queue.writeBuffer(buffer.handle, 0, to_js(memoryview(data)))
 
-    async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
+    async def _read_group(self, spans: list[Span], total: int) -> list[Bytes]:
         staging = self.readback_buffer(total).handle
         encoder = self._device.createCommandEncoder()
         for s in spans:
@@ -87,6 +88,12 @@ class BrowserDevice(Device):
 
     def destroy_buffer(self, buffer: Buffer) -> None:
         buffer.handle.destroy()
+
+    def _clear_buffers(self, buffers: list[Buffer]) -> None:
+        encoder = self._device.createCommandEncoder()
+        for buf in buffers:
+            encoder.clearBuffer(buf.handle)
+        self._device.queue.submit(_js([encoder.finish()]))
 
     async def _create_pipeline(
         self, module: ShaderModuleSource, entry_point: str, layout: Layout

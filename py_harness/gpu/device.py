@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import F32_BYTES, buffer_bytes
+from ..config import any_nonfinite, data_buffer_bytes
 from ..shaders import ShaderModuleSource
 
 # The least the seed's kernels need (each entry point binds exactly 8 storage buffers and
@@ -75,11 +75,13 @@ class NoAdapterError(RuntimeError):
 
 @dataclass
 class Buffer:
-    """A backend buffer handle with its size and usage."""
+    """A backend buffer handle with its size, label and usage (GPUBufferUsage flag names;
+    the backends record them, and only a buffer whose usage is known can be reused)."""
 
     handle: Any
     size: int
     label: str
+    usage: tuple[str, ...] = ()
 
 
 @dataclass
@@ -98,6 +100,10 @@ class Span:
     offset: int
     nbytes: int
 
+
+# What a read returns: bytes (the browser), or a memoryview of host memory (the native
+# backends' threaded copy, gpu/host_memory.py); either reads as a buffer.
+Bytes = bytes | memoryview
 
 Layout = tuple[tuple[int, str], ...]  # (binding, GPUBufferBindingType) of group 0
 
@@ -126,8 +132,9 @@ class Device(ABC):
         self.features = features
         self._pipelines: dict[tuple, Pipeline] = {}
         self.last_pass_ms: list[float] = []  # per pass, of the last timed run_passes
-        self._readback: Buffer | None = None  # readback_buffer
+        self._staging: dict[tuple[str, ...], Buffer] = {}  # staging_buffer's, by usage
         self._reading = asyncio.Lock()  # one read at a time through it
+        self._spares: list[Buffer] = []  # released by the last case (acquire_buffers)
 
     # -- buffers -------------------------------------------------------------------
     @abstractmethod
@@ -137,11 +144,11 @@ class Device(ABC):
     @abstractmethod
     def write_buffer(self, buffer: Buffer, data: bytes) -> None: ...
 
-    async def read_buffer(self, buffer: Buffer) -> bytes:
+    async def read_buffer(self, buffer: Buffer) -> Bytes:
         """The whole buffer's bytes."""
         return (await self.read_buffers([(buffer, buffer.size)]))[0]
 
-    async def read_buffers(self, reads: list[tuple[Buffer, int]]) -> list[bytes]:
+    async def read_buffers(self, reads: list[tuple[Buffer, int]]) -> list[Bytes]:
         """The first `nbytes` of each (buffer, nbytes), nbytes a multiple of 4, through the
         device's staging buffer (readback_buffer) in groups of up to maxBufferSize bytes:
         one copy command per read, one submit and one map per group, and one copy out of
@@ -151,35 +158,54 @@ class Device(ABC):
         async with self._reading:
             return await self._read_spans(reads)
 
-    async def _read_spans(self, reads: list[tuple[Buffer, int]]) -> list[bytes]:
-        cap = self.limits.get("maxBufferSize", 0) or sum(n for _, n in reads)
-        out: list[bytes] = []
-        spans: list[Span] = []
-        end = 0
-        for buf, nbytes in reads:
-            if spans and end + nbytes > cap:
-                out += await self._read_group(spans, max(4, end))
-                spans, end = [], 0
-            spans.append(Span(buf, end, nbytes))
-            end += nbytes
-        if spans:
-            out += await self._read_group(spans, max(4, end))  # a mapping is never empty
+    async def _read_spans(self, reads: list[tuple[Buffer, int]]) -> list[Bytes]:
+        out: list[Bytes] = []
+        for spans in self.staged(reads):
+            out += await self._read_group(spans, max(4, spans[-1].offset + spans[-1].nbytes))
         return out
 
+    def staged(self, moves: list[tuple[Buffer, int]]) -> list[list[Span]]:
+        """(buffer, nbytes) moves through a staging buffer, in order, in groups of up to
+        maxBufferSize bytes: each move's offset in its group's staging buffer, a multiple
+        of 8 (what mapAsync and getMappedRange take)."""
+        cap = self.limits.get("maxBufferSize", 0) or sum(_align(n, 8) for _, n in moves)
+        groups: list[list[Span]] = []
+        at = 0
+        for buf, nbytes in moves:
+            if not groups or at + nbytes > cap:
+                groups.append([])
+                at = 0
+            groups[-1].append(Span(buf, at, nbytes))
+            at = _align(at + nbytes, 8)
+        return groups
+
     def readback_buffer(self, size: int) -> Buffer:
-        """The device's MAP_READ staging buffer of at least `size` bytes, replaced by a
-        larger one where a read needs it. Kept, not made per read: on the H200 making a
-        128 MB one took 29-41 ms (the driver pins host memory), its copy and map 3-6 ms
-        (docs/results-h200.md)."""
-        if self._readback is None or self._readback.size < size:
-            if self._readback is not None:
-                self.destroy_buffer(self._readback)
-                self._readback = None
-            self._readback = self.create_buffer(size, ("MAP_READ", "COPY_DST"), "readback")
-        return self._readback
+        """The device's MAP_READ staging buffer of at least `size` bytes (staging_buffer).
+        Kept, not made per read: on the H200 making a 128 MB one took 29-41 ms (the driver
+        pins host memory), its copy and map 3-6 ms (docs/results-h200.md)."""
+        return self.staging_buffer(size, ("MAP_READ", "COPY_DST"))
+
+    def staging_buffer(self, size: int, usage: tuple[str, ...]) -> Buffer:
+        """The device's staging buffer of this usage and at least `size` bytes, replaced by
+        a larger one where a transfer needs it."""
+        kept = self._staging.get(usage)
+        if kept is None or kept.size < size:
+            if kept is not None:
+                del self._staging[usage]
+                self.destroy_buffer(kept)
+            label = "readback" if "MAP_READ" in usage else "upload"
+            self._staging[usage] = self.create_buffer(size, usage, label)
+        return self._staging[usage]
+
+    def write_buffers(self, writes: list[tuple[Buffer, Bytes]]) -> None:
+        """Each (buffer, data) written at the buffer's start, data a multiple of 4 bytes.
+        Here write_buffer each (in the browser writeBuffer copies once out of WebAssembly
+        memory); the native backends go through one kept staging buffer."""
+        for buf, data in writes:
+            self.write_buffer(buf, data)
 
     @abstractmethod
-    async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
+    async def _read_group(self, spans: list[Span], total: int) -> list[Bytes]:
         """read_buffers for the reads that share the staging buffer's first `total` bytes
         (their sum, at least 4): each span's buffer copied to its offset of
         readback_buffer(total), which is mapped once and sliced."""
@@ -187,11 +213,62 @@ class Device(ABC):
     @abstractmethod
     def destroy_buffer(self, buffer: Buffer) -> None: ...
 
+    @abstractmethod
+    def _clear_buffers(self, buffers: list[Buffer]) -> None:
+        """Fill the buffers with zeros (GPUCommandEncoder.clearBuffer), one submit."""
+
+    def any_nonfinite(self, data: bytes) -> bool:
+        """The finite-input check the runner makes before any GPU work
+        (config.any_nonfinite; the native backends run it over threads)."""
+        return any_nonfinite(data)
+
+    # -- a case's buffers, reused by the next case of the same sizes -----------------
+    def acquire_buffers(self, wanted: dict[str, tuple[int, tuple[str, ...]]]) -> dict[str, Buffer]:
+        """Zero-filled buffers, by name, of the (size, usage) asked: buffers that the last
+        case released (release_buffers) where one matches, cleared on the GPU, else new
+        ones. The released buffers that none of these take are destroyed first, so a case
+        never holds more memory than its own buffers. On the H200 at S = 4096 creating and
+        destroying a case's buffers cost 20-45 ms, and wgpu-native's first passes over new
+        buffers ran 3 times as long (docs/results-h200.md); a clear costs the GPU 0.1 ms.
+        On an error the buffers made or taken so far are destroyed."""
+        spare: dict[tuple[int, tuple[str, ...]], list[Buffer]] = {}
+        for buf in self._spares:
+            spare.setdefault((buf.size, buf.usage), []).append(buf)
+        taken = {name: spare[key].pop() for name, key in wanted.items() if spare.get(key)}
+        self._spares = [buf for left in spare.values() for buf in left]
+        self.destroy_released()
+        out: dict[str, Buffer] = {}
+        try:
+            if taken:
+                self._clear_buffers(list(taken.values()))
+            for name, (size, usage) in wanted.items():
+                out[name] = taken.pop(name, None) or self.create_buffer(size, usage, name)
+                out[name].label = name
+        except BaseException:
+            for buf in (*out.values(), *taken.values()):
+                self.destroy_buffer(buf)
+            raise
+        return out
+
+    def release_buffers(self, buffers: list[Buffer]) -> None:
+        """Keep the buffers for the next case's acquire_buffers; destroy those that cannot
+        be cleared (no COPY_DST) or whose device is lost."""
+        for buf in buffers:
+            if "COPY_DST" in buf.usage and self.lost is None:
+                self._spares.append(buf)
+            else:
+                self.destroy_buffer(buf)
+
+    def destroy_released(self) -> None:
+        """Destroy the buffers kept by release_buffers (the next case makes new ones)."""
+        spares, self._spares = self._spares, []
+        for buf in spares:
+            self.destroy_buffer(buf)
+
     def create_buffer_with_data(self, data: bytes, usage: tuple[str, ...], label: str) -> Buffer:
         # Sized as every buffer the kernels bind (config.buffer_bytes: whole vec4s, at least
         # one), zeros after the data.
-        size = buffer_bytes(-(-len(data) // F32_BYTES))
-        buf = self.create_buffer(size, (*usage, "COPY_DST"), label)
+        buf = self.create_buffer(data_buffer_bytes(data), (*usage, "COPY_DST"), label)
         if data:
             self.write_buffer(buf, data + b"\0" * (_align(len(data), 4) - len(data)))
         return buf

@@ -47,7 +47,7 @@ LOCK_NAME = "py-harness"  # key in pyodide-lock.json and the name given to loadP
 # Bump when the build recipe changes so old stamps stop matching.
 RECIPE_VERSION = "2"
 # Host-only parts of the package: never in the Pyodide wheel.
-HOST_ONLY = ("host", "_data", "__main__.py", "gpu/native.py")
+HOST_ONLY = ("host", "_data", "__main__.py", "gpu/native.py", "gpu/host_memory.py")
 
 HOW_TO_BUILD = (
     "Fetch Pyodide with `py-harness setup` (or `npm ci` in a checkout), then run "

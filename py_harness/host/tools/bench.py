@@ -313,9 +313,11 @@ def _overheads(rows: list[dict], compile_ms: dict[str, float]) -> None:
             for k in ("fwd_dispatch_overhead_ms", "bwd_dispatch_overhead_ms")
         )
         case = statistics.median(r["extra"]["case_overhead_ms"] for r in mine)
+        fresh = statistics.median(r["extra"]["case_fresh_overhead_ms"] for r in mine)
         print(
             f"#   {name}: compile {ms:.0f} ms; per dispatch (submit + wait) {disp:.2f} ms median; "
-            f"per full case (validate, upload, readback) {case:.1f} ms median"
+            f"per full case (validate, upload, readback) {case:.1f} ms median, "
+            f"{fresh:.1f} ms on new buffers"
         )
 
 

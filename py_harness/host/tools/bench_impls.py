@@ -79,6 +79,7 @@ def bench_variant(session: Session, variant: Variant, cfg: AttentionConfig, x, a
         "pass_ms": fwd["pass_ms"] | bwd["pass_ms"],
         "case_wall_ms": reply["case_wall_ms"],
         "case_overhead_ms": reply["case_overhead_ms"],
+        "case_fresh_overhead_ms": reply["case_fresh_overhead_ms"],
     }
     return Row(
         variant.name,

@@ -1,0 +1,65 @@
+"""Host-side copies and scans of large tensors over threads, for the native backends.
+
+A case at S = 4096 moves 64-128 MB each way between Python and the GPU's staging memory.
+On the H200's host (16 cores), for 128 MB: `bytes()` of a mapped range took 80-90 ms (its
+fresh 4 KiB pages fault one at a time), a NumPy copy into a fresh array 37 ms, the same
+over 8 threads 8-10 ms; the finite-input check as bytes operations (config.any_nonfinite)
+33 ms, NumPy's min and max over 4 threads 5-7 ms. NumPy releases the GIL in both.
+Measured by `python scripts/case_overhead.py --host-copies` (docs/results-h200.md).
+
+CPython with NumPy only: the Pyodide wheel leaves this module out (build_wheel.HOST_ONLY).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+THREADS = max(1, min(8, os.cpu_count() or 1))
+# Below this, one thread: handing out the work costs more than it saves.
+CHUNK_BYTES = 8 << 20
+_pool: ThreadPoolExecutor | None = None
+
+
+def _chunks(nbytes: int) -> list[tuple[int, int]]:
+    """[start, end) byte ranges of at least CHUNK_BYTES, at most THREADS of them, on
+    4096-byte (page and float) boundaries."""
+    n = max(1, min(THREADS, nbytes // CHUNK_BYTES))
+    step = max(1, -(-nbytes // (n * 4096))) * 4096
+    return [(a, min(a + step, nbytes)) for a in range(0, nbytes, step)] or [(0, 0)]
+
+
+def _map(fn, ranges: list[tuple[int, int]]) -> list:  # noqa: ANN001
+    global _pool
+    if len(ranges) == 1:
+        return [fn(*ranges[0])]
+    if _pool is None:
+        _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="host-memory")
+    return list(_pool.map(lambda r: fn(*r), ranges))
+
+
+def copy_out(view: memoryview) -> memoryview:
+    """A copy of `view`'s bytes (e.g. a mapped range about to be unmapped) in new host
+    memory, made over threads; bytes-like, as Device.read_buffers returns."""
+    src = np.frombuffer(view, np.uint8)
+    dst = np.empty_like(src)
+
+    def copy(a: int, b: int) -> None:
+        np.copyto(dst[a:b], src[a:b])
+
+    _map(copy, _chunks(len(src)))
+    return memoryview(dst)
+
+
+def any_nonfinite(data: bytes | memoryview) -> bool:
+    """Whether some float32 of `data` (little-endian) is Inf or NaN, as config.any_nonfinite
+    answers: a NaN makes a chunk's min NaN, an Inf its max or min infinite."""
+    x = np.frombuffer(data, "<f4")
+
+    def bad(a: int, b: int) -> bool:
+        part = x[a // 4 : b // 4]
+        return part.size > 0 and not (np.isfinite(part.min()) and np.isfinite(part.max()))
+
+    return any(_map(bad, _chunks(len(x) * 4)))

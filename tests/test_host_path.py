@@ -1,0 +1,209 @@
+"""The host side of a case on the native backends: buffers reused from one case to the next
+(Device.acquire_buffers / release_buffers), and the threaded copies and finite check
+(gpu/host_memory.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from py_harness import config, runner
+from py_harness.config import AttentionConfig
+from py_harness.gpu import host_memory
+from py_harness.gpu.device import Buffer
+from py_harness.host.paths import shader_sources
+from py_harness.host.runtimes.registry import dawn_environment, runtime
+from py_harness.kernels import variant
+from tests.fakes import NoGPUWorkDevice
+
+ROOT = Path(__file__).resolve().parents[1]
+
+STORAGE = ("STORAGE", "COPY_DST")
+
+
+class Ledger(NoGPUWorkDevice):
+    """Makes buffers (bytearrays) and records what is made, cleared and destroyed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: list[str] = []
+        self.cleared: list[str] = []
+        self.destroyed: list[str] = []
+        self._lost: str | None = None
+
+    def create_buffer(self, size: int, usage: tuple[str, ...], label: str) -> Buffer:
+        self.made.append(label)
+        return Buffer(bytearray(b"\xff" * size), size, label, usage)
+
+    def _clear_buffers(self, buffers: list[Buffer]) -> None:
+        for buf in buffers:
+            buf.handle[:] = bytes(buf.size)
+            self.cleared.append(buf.label)
+
+    def destroy_buffer(self, buffer: Buffer) -> None:
+        self.destroyed.append(buffer.label)
+
+    @property
+    def lost(self) -> str | None:
+        return self._lost
+
+
+def test_a_released_buffer_is_taken_by_size_and_usage_and_cleared() -> None:
+    dev = Ledger()
+    first = dev.acquire_buffers({"q": (64, STORAGE), "o": (32, STORAGE), "p": (16, ("UNIFORM",))})
+    first["q"].handle[:] = b"\x01" * 64
+    dev.release_buffers(list(first.values()))
+    assert dev.destroyed == ["p"]  # without COPY_DST it cannot be cleared: not kept
+    second = dev.acquire_buffers({"k": (64, STORAGE), "o": (48, STORAGE)})
+    assert second["k"].handle is first["q"].handle and second["k"].label == "k"
+    assert dev.cleared == ["q"] and bytes(second["k"].handle) == bytes(64)
+    # the 32-byte buffer matched nothing: destroyed before the new 48-byte one was made
+    assert dev.destroyed == ["p", "o"] and dev.made == ["q", "o", "p", "o"]
+
+
+def test_usage_must_match_and_a_lost_device_keeps_nothing() -> None:
+    dev = Ledger()
+    bufs = dev.acquire_buffers({"a": (64, STORAGE)})
+    dev.release_buffers(list(bufs.values()))
+    dev.acquire_buffers({"b": (64, ("STORAGE", "COPY_SRC", "COPY_DST"))})
+    assert dev.cleared == [] and dev.destroyed == ["a"]
+    dev._lost = "destroyed"
+    dev.release_buffers([Buffer(bytearray(4), 4, "c", STORAGE)])
+    assert dev.destroyed == ["a", "c"]
+    assert dev.acquire_buffers({"d": (4, STORAGE)})["d"].label == "d" and dev.made[-1] == "d"
+
+
+def test_transfers_are_staged_in_groups_of_at_most_max_buffer_size() -> None:
+    dev = Ledger()
+    dev.limits["maxBufferSize"] = 100
+    bufs = [Buffer(None, n, str(n)) for n in (40, 52, 4, 100, 12, 8)]
+    groups = dev.staged([(b, b.size) for b in bufs])
+    assert [[(s.buffer.label, s.offset) for s in g] for g in groups] == [
+        [("40", 0), ("52", 40), ("4", 96)],  # offsets are multiples of 8
+        [("100", 0)],
+        [("12", 0), ("8", 16)],
+    ]
+
+
+def test_a_failed_clear_keeps_nothing() -> None:
+    dev = Ledger()
+    dev.release_buffers(list(dev.acquire_buffers({"a": (64, STORAGE)}).values()))
+
+    def fail(buffers: list[Buffer]) -> None:
+        raise RuntimeError("device lost")
+
+    dev._clear_buffers = fail  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="device lost"):
+        dev.acquire_buffers({"b": (64, STORAGE), "c": (8, STORAGE)})
+    assert dev.destroyed == ["a"] and dev._spares == []
+
+
+async def _reuse_report(impl: str) -> dict[str, bool]:
+    """Run in a child process of the runtime's environment (Dawn's driver is chosen before
+    it loads): a case run after another of its shape, on that one's buffers (which hold its
+    inputs and outputs), against the same case on a new device; and a reused buffer that
+    was written read back."""
+    from py_harness.gpu import native
+
+    cfg = AttentionConfig(1, 2, 37, 70, 24, causal=True)
+    rng = np.random.default_rng(5)
+    draws = [
+        {
+            n: rng.standard_normal(cfg.q_elems() if n in ("q", "d_out") else cfg.kv_elems())
+            .astype("<f4")
+            .tobytes()
+            for n in ("q", "k", "v", "d_out")
+        }
+        for _ in range(2)
+    ]
+    got = []
+    for inputs in (draws[1:], draws):
+        dev = await native.request_device(implementation=impl)
+        run = runner.AttentionRunner(dev, shader_sources(), variant("fast"))
+        for x in inputs:
+            result = await run.run(cfg, x)
+        got.append({n: bytes(v) for n, v in result.outputs.items()})
+    spares = list(dev._spares)
+    for buf in spares:
+        dev.write_buffer(buf, b"\x07" * buf.size)
+    out = next(b for b in spares if "COPY_SRC" in b.usage)  # an output's: readable
+    again = dev.acquire_buffers({"again": (out.size, out.usage)})["again"]
+    zeros = await dev.read_buffer(again)
+    # uploads and reads in groups of at most maxBufferSize bytes (here 64: one per group)
+    dev.limits["maxBufferSize"] = 64
+    small = dev.acquire_buffers(
+        {f"b{i}": (48, ("STORAGE", "COPY_SRC", "COPY_DST")) for i in range(3)}
+    )
+    written = [bytes(range(i, i + 48)) for i in range(3)]
+    dev.write_buffers(list(zip(small.values(), written, strict=True)))
+    back = await dev.read_buffers([(b, 48) for b in small.values()])
+    dev.destroy()
+    return {
+        "outputs": sorted(got[0]) == ["dk", "dq", "dv", "lse", "o"],
+        "same bits": got[0] == got[1],
+        "kept": any(again is buf for buf in spares),
+        "cleared": bytes(zeros) == bytes(again.size),
+        "grouped": [bytes(b) for b in back] == written,
+    }
+
+
+@pytest.mark.parametrize("impl", ["wgpu", "dawn"])
+def test_reused_buffers_give_the_bits_of_new_ones(impl: str) -> None:
+    why = runtime(impl).missing()
+    if why:
+        pytest.skip(why)
+    code = (
+        "import asyncio, json; from tests.test_host_path import _reuse_report; "
+        f"print(json.dumps(asyncio.run(_reuse_report({impl!r}))))"
+    )
+    env = dawn_environment() if impl == "dawn" else None
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+        check=True,
+    ).stdout
+    assert json.loads(out.splitlines()[-1]) == dict.fromkeys(
+        ("outputs", "same bits", "kept", "cleared", "grouped"), True
+    )
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 4 KiB, so that small arrays take the threaded path."""
+    monkeypatch.setattr(host_memory, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(host_memory, "THREADS", 3)
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("nbytes", [0, 4, 4096, 3 * 4096 + 12, 40000])
+def test_copy_out_copies_every_byte(nbytes: int) -> None:
+    src = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    view = memoryview(src.tobytes())
+    got = host_memory.copy_out(view)
+    assert bytes(got) == view.tobytes()
+    assert np.shares_memory(np.frombuffer(got, np.uint8), src) is False
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_threaded_finite_check_finds_each_kind_in_each_chunk() -> None:
+    """NaN, +Inf and -Inf at the first and last float, on chunk boundaries and inside: the
+    threaded check says what config.any_nonfinite says, over 4 chunks of 4 KiB."""
+    base = np.random.default_rng(1).standard_normal(4 * 1024 + 3).astype("<f4")
+    assert len(host_memory._chunks(base.nbytes)) == 3  # THREADS chunks at most
+    assert not host_memory.any_nonfinite(base.tobytes())
+    for bad in (np.nan, np.inf, -np.inf):
+        for at in (0, 1023, 1024, 2048, 3000, len(base) - 1):
+            x = base.copy()
+            x[at] = bad
+            assert host_memory.any_nonfinite(x.tobytes()), (bad, at)
+            assert config.any_nonfinite(x.tobytes())
+    assert not host_memory.any_nonfinite(b"")
