@@ -92,7 +92,7 @@ class AttentionRunner:
     async def run(
         self,
         cfg: AttentionConfig,
-        tensors: dict[str, bytes],
+        tensors: dict[str, Bytes],
         *,
         backward: bool = True,
         backward_runs: int = 1,
@@ -174,7 +174,7 @@ class AttentionRunner:
 def create_buffers(
     dev: Device,
     cfg: AttentionConfig,
-    tensors: dict[str, bytes],
+    tensors: dict[str, Bytes],
     split: Split,
     variant: Variant = SEED,
 ) -> dict[str, Buffer]:

@@ -1,8 +1,9 @@
 """The harness's request/response API, the same on every runtime.
 
 Each method takes and returns a JSON string; tensors travel as base64 of little-endian
-f32 bytes. In the browser, page.py binds it to navigator.gpu; on the host, the native
-session binds it to wgpu-py. Either way the runner sees only the Device interface.
+f32 bytes (from the host's native sessions also as bytes beside the JSON: run_case_blobs).
+In the browser, page.py binds it to navigator.gpu; on the host, the native session binds
+it to wgpu-py. Either way the runner sees only the Device interface.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import base64
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from . import probes
 from .config import (
@@ -21,7 +22,7 @@ from .config import (
     validate,
     validate_sizes,
 )
-from .gpu.device import Device
+from .gpu.device import Bytes, Device
 from .kernels import DEFAULT_VARIANT, VARIANTS, Variant, variant
 from .runner import AttentionRunner
 from .timing import TimingPlan, time_variant
@@ -39,6 +40,7 @@ ENTRIES = (
     "probe_workgroup_zero",
     "destroy_device",
 )
+BLOB_ENTRIES = ("run_case", "time_case")  # those whose tensors may come as bytes (call_blobs)
 
 
 class HarnessService:
@@ -117,8 +119,37 @@ class HarnessService:
     async def run_case(self, request_json: str) -> str:
         """request: {config, tensors: {name: base64}, variant?, sources?, backward?,
         backward_runs?}. variant: a built-in's name, or a declaration (request_variant)."""
+        reply, outputs = await self._run_case(request_json, ())
+        reply["outputs"] = {n: base64.b64encode(b).decode("ascii") for n, b in outputs.items()}
+        return json.dumps(reply)
+
+    async def run_case_blobs(
+        self, request_json: str, blobs: Sequence[Bytes]
+    ) -> tuple[str, list[Bytes]]:
+        """run_case with the tensors as bytes beside the JSON, for the host's native sessions
+        (no base64, no JSON pass over them; in the host's process not even a copy): the
+        request's tensors are {name: index in blobs}, the reply's outputs {name: index in
+        the blobs returned}. Not a page entry: the page speaks JSON strings only."""
+        reply, outputs = await self._run_case(request_json, blobs)
+        reply["outputs"] = {n: i for i, n in enumerate(outputs)}
+        return json.dumps(reply), list(outputs.values())
+
+    async def call_blobs(
+        self, entry: str, request_json: str, blobs: Sequence[Bytes]
+    ) -> tuple[str, list[Bytes]]:
+        """An entry that takes tensors (BLOB_ENTRIES) with them as blobs: run_case_blobs,
+        or time_case (whose reply has no tensors)."""
+        if entry == "run_case":
+            return await self.run_case_blobs(request_json, blobs)
+        if entry == "time_case":
+            return await self.time_case(request_json, blobs), []
+        raise ValueError(f"{entry!r} takes no blobs (those that do: {', '.join(BLOB_ENTRIES)})")
+
+    async def _run_case(
+        self, request_json: str, blobs: Sequence[Bytes]
+    ) -> tuple[dict, dict[str, Bytes]]:
         t0 = time.perf_counter()
-        request, cfg, tensors = _case_request(request_json)
+        request, cfg, tensors = _case_request(request_json, blobs)
         runner = await self._runner(request)
         result = await runner.run(
             cfg,
@@ -128,20 +159,18 @@ class HarnessService:
         )
         timings = dict(result.timings_ms)
         timings["service_total_ms"] = (time.perf_counter() - t0) * 1e3
-        outputs = {n: base64.b64encode(b).decode("ascii") for n, b in result.outputs.items()}
-        return json.dumps(
-            {
-                "outputs": outputs,
-                "timings_ms": timings,
-                "timing_source": result.timing_source,
-                "backward_digests": result.backward_digests,
-            }
-        )
+        reply = {
+            "timings_ms": timings,
+            "timing_source": result.timing_source,
+            "backward_digests": result.backward_digests,
+        }
+        return reply, result.outputs
 
-    async def time_case(self, request_json: str) -> str:
+    async def time_case(self, request_json: str, blobs: Sequence[Bytes] = ()) -> str:
         """request: {config, tensors, variant?, sources?, runs?, warmup?, warmup_ms?} ->
-        timing.time_variant's numbers (what `bench` tables), measured here."""
-        request, cfg, tensors = _case_request(request_json)
+        timing.time_variant's numbers (what `bench` tables), measured here. tensors: base64,
+        or indexes in blobs (as run_case_blobs takes them)."""
+        request, cfg, tensors = _case_request(request_json, blobs)
         plan = TimingPlan(
             **{k: request[k] for k in ("runs", "warmup", "warmup_ms") if k in request}
         )
@@ -175,10 +204,22 @@ def request_variant(spec: object) -> Variant:
     )
 
 
-def _case_request(request_json: str) -> tuple[dict, AttentionConfig, dict[str, bytes]]:
-    """(request, config, tensors as bytes), the config validated before any GPU work."""
+def _case_request(
+    request_json: str, blobs: Sequence[Bytes] = ()
+) -> tuple[dict, AttentionConfig, dict[str, Bytes]]:
+    """(request, config, tensors as bytes), the config validated before any GPU work. A
+    tensor is base64, or the index of its bytes in blobs."""
     request = json.loads(request_json)
     cfg = AttentionConfig.from_dict(request["config"])
     validate(cfg)  # refuse bad input before asking for a device
-    tensors = {name: base64.b64decode(data) for name, data in request["tensors"].items()}
+    tensors: dict[str, Bytes] = {}
+    for name, data in request["tensors"].items():
+        if isinstance(data, str):
+            tensors[name] = base64.b64decode(data)
+        elif isinstance(data, int) and not isinstance(data, bool) and 0 <= data < len(blobs):
+            tensors[name] = blobs[data]
+        else:
+            raise ConfigError(
+                name, f"must be base64 or the index of one of {len(blobs)} blobs, got {data!r}"
+            )
     return request, cfg, tensors

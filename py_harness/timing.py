@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import AttentionConfig
-from .gpu.device import ComputePass, Device
+from .gpu.device import Bytes, ComputePass, Device
 from .runner import AttentionRunner, Split, create_buffers
 
 
@@ -63,7 +63,7 @@ async def time_passes(dev: Device, passes: list[ComputePass], plan: TimingPlan) 
 
 
 async def time_variant(
-    runner: AttentionRunner, cfg: AttentionConfig, tensors: dict[str, bytes], plan: TimingPlan
+    runner: AttentionRunner, cfg: AttentionConfig, tensors: dict[str, Bytes], plan: TimingPlan
 ) -> dict[str, Any]:
     """Forward and backward passes timed on buffers uploaded once, then one full case as
     `check` runs it (validation, uploads, dispatch, readbacks) on the wall clock."""
@@ -92,7 +92,7 @@ async def time_variant(
 
 
 async def _case_overhead(
-    runner: AttentionRunner, cfg: AttentionConfig, tensors: dict[str, bytes]
+    runner: AttentionRunner, cfg: AttentionConfig, tensors: dict[str, Bytes]
 ) -> tuple[float, float]:
     """One full case (runner.run): its wall time and the part beyond GPU time, in ms."""
     t0 = time.perf_counter()

@@ -179,3 +179,20 @@ def test_case_overhead_script_times_each_step() -> None:
         assert wall >= gpu > 0, row
         for step in ("any_nonfinite", "create_buffers", "read_outputs", "run_passes"):
             assert f" {step} " in row, row
+
+
+def test_transport_cost_script_compares_bytes_and_base64() -> None:
+    """scripts/transport_cost.py (docs/results-h200.md quotes it): per run, a line for the
+    tensors as bytes and one as base64, each with the wall time at least the service's."""
+    why = runtime("wgpu").missing()
+    if why:
+        pytest.skip(why)
+    script = [sys.executable, str(ROOT / "scripts/transport_cost.py"), "--runtime", "wgpu"]
+    small = ["--seq", "40", "--seq-k", "24", "--heads", "2", "--head-dim", "8", "--runs", "2"]
+    out = subprocess.run(
+        [*script, *small], capture_output=True, text=True, timeout=300, check=True, cwd=ROOT
+    ).stdout
+    rows = [ln.split() for ln in out.splitlines() if ln.startswith("wgpu ")]
+    assert [r[1] for r in rows] == ["bytes", "base64"] * 2, out
+    for r in rows:
+        assert float(r[3]) >= float(r[5]) > 0, r

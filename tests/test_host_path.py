@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -16,10 +17,16 @@ from py_harness import config, runner
 from py_harness.config import AttentionConfig
 from py_harness.gpu import host_memory
 from py_harness.gpu.device import Buffer
+from py_harness.host import variants
+from py_harness.host.judge.cases import Case
+from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.paths import shader_sources
 from py_harness.host.runtimes.registry import dawn_environment, runtime
+from py_harness.host.runtimes.sessions import PageError
+from py_harness.host.wire import decode_outputs, encode_tensors, run_on, tensor_blobs
 from py_harness.kernels import variant
-from tests.fakes import NoGPUWorkDevice
+from py_harness.service import HarnessService
+from tests.fakes import NoGPUWorkDevice, own_thread
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -207,3 +214,34 @@ def test_threaded_finite_check_finds_each_kind_in_each_chunk() -> None:
             assert host_memory.any_nonfinite(x.tobytes()), (bad, at)
             assert config.any_nonfinite(x.tobytes())
     assert not host_memory.any_nonfinite(b"")
+
+
+def test_blobs_and_base64_bring_back_the_same_bits(harness) -> None:  # noqa: ANN001
+    """run_on sends the tensors as bytes beside the JSON to the sessions that take them
+    (wgpu in this process, Dawn's worker) and as base64 to the others. The same case sent
+    as base64 comes back bit for bit the same, and a tensor that names no blob is refused
+    with its name."""
+    if not harness.takes_blobs:
+        pytest.skip(f"{harness.runtime} takes base64 only")
+    case = Case(24, 37, 70, num_heads=2, num_kv_heads=2, causal=True)
+    cfg, x = case.config(), make_inputs(case)
+    got = run_on(harness, cfg, x, variant="fast")["arrays"]
+    request = {
+        "config": cfg.to_dict(),
+        "tensors": encode_tensors(x),
+        "sources": variants.sources("fast"),
+        "variant": variants.request_form("fast"),
+    }
+    as_base64 = decode_outputs(cfg, harness.call("run_case", request)["outputs"])
+    assert sorted(got) == sorted(as_base64) == ["dk", "dq", "dv", "lse", "o"]
+    assert all(got[n].tobytes() == as_base64[n].tobytes() for n in got)
+    request["tensors"] = {n: i for i, n in enumerate(x)} | {"q": 7}
+    refused = "q: must be base64 or the index of one of 4 blobs"
+    with pytest.raises((PageError, config.ConfigError), match=refused):  # a worker's, or ours
+        harness.call_blobs("run_case", request, tensor_blobs(x.values()))
+
+
+def test_only_the_entries_that_take_tensors_take_blobs() -> None:
+    service = HarnessService(request_device=None, load_source=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"'ping' takes no blobs \(those that do: run_case"):
+        own_thread(asyncio.run, service.call_blobs("ping", "{}", [b""]))

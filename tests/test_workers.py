@@ -19,17 +19,28 @@ CHILD = textwrap.dedent(
     r"""
     import json, os, sys, time
     RS = "\x1e"
-    def say(*fields):
-        sys.stdout.write(RS + json.dumps(list(fields)) + "\n"); sys.stdout.flush()
+    out = sys.stdout.buffer
+    def say(*fields, blobs=()):
+        if blobs:
+            fields = (*fields, [len(b) for b in blobs])
+        out.write((RS + json.dumps(list(fields)) + "\n").encode())
+        for b in blobs:
+            out.write(b)
+        out.flush()
     print("chatter before the ready line"); sys.stdout.flush()
     if os.environ.get("FAIL_START"):
         print("the driver said no", file=sys.stderr); sys.stderr.flush()
         say(None, "error", "harness failed to load: no adapter", "stack")
         sys.exit(1)
     say(None, "ok", json.dumps({"totalMs": 1.0, "pid": os.getpid()}), None)
-    for line in sys.stdin:
-        call_id, entry, request = json.loads(line)
-        if entry == "echo":
+    while line := sys.stdin.buffer.readline():
+        call_id, entry, request, *lengths = json.loads(line)
+        blobs = [sys.stdin.buffer.read(n) for n in lengths[0]] if lengths else []
+        if entry == "reverse":  # blobs back in reverse order, each reversed, then chatter
+            say(call_id, "ok", json.dumps({"got": len(blobs)}), None,
+                blobs=[b[::-1] for b in reversed(blobs)])
+            print("chatter after blobs"); sys.stdout.flush()
+        elif entry == "echo":
             print("chatter between replies"); sys.stdout.flush()
             say(call_id, "ok", json.dumps({"echo": json.loads(request), "pid": os.getpid()}), None)
         elif entry == "fail":
@@ -55,6 +66,30 @@ def test_replies_match_calls_and_chatter_is_not_a_reply(child: WorkerSession) ->
     for i in range(3):
         assert child.call("echo", {"i": i})["echo"] == {"i": i}
     assert child.children_started == 1
+
+
+def test_blobs_cross_as_bytes_whatever_bytes_they_hold() -> None:
+    """Blobs holding the protocol's own separators (newline, RS), an empty one and a large
+    one go to the child after the JSON and come back after its reply, byte for byte; the
+    chatter after them stays chatter, and JSON calls still work around them."""
+    session = WorkerSession(
+        [sys.executable, "-c", CHILD], "stand-in", timeout_s=5.0, takes_blobs=True
+    )
+    try:
+        blobs = [b"a\nb\x1e[1]\n", b"", bytes(range(256)) * 4099]
+        reply, back = session.call_blobs("reverse", {}, [*blobs[:2], memoryview(blobs[2])])
+        assert reply == {"got": 3}
+        assert back == [b[::-1] for b in reversed(blobs)]
+        assert session.call("echo", {"i": 1})["echo"] == {"i": 1}
+        assert session.children_started == 1
+    finally:
+        session.close()
+    plain = WorkerSession([sys.executable, "-c", CHILD], "stand-in")
+    try:
+        with pytest.raises(ValueError, match="takes no blobs"):
+            plain.call_blobs("reverse", {}, [])
+    finally:
+        plain.close()
 
 
 def test_an_error_reply_raises_with_the_childs_message(child: WorkerSession) -> None:

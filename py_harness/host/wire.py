@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 import numpy as np
@@ -15,7 +16,9 @@ from . import variants
 
 
 class Caller(Protocol):
-    """What run_on needs of a session: the service's entries by name."""
+    """What run_on needs of a session: the service's entries by name. A session whose
+    takes_blobs is true also has call_blobs(entry, request, blobs) -> (reply, blobs), the
+    tensors going as bytes beside the JSON (HarnessService.run_case_blobs)."""
 
     def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -44,29 +47,47 @@ def run_on(
             raise ConfigError(name, f"must be float32, got {arr.dtype}")
     request = {
         "config": cfg.to_dict(),
-        "tensors": encode_tensors(x),
         "sources": sources if sources is not None else variants.sources(variant),
         "backward_runs": backward_runs,
         "variant": variants.request_form(variant),
     }
-    reply = session.call("run_case", request)
-    reply["arrays"] = decode_outputs(cfg, reply["outputs"])
+    if getattr(session, "takes_blobs", False):  # the native sessions: bytes beside the JSON
+        names = list(x)
+        request["tensors"] = {n: i for i, n in enumerate(names)}
+        reply, blobs = session.call_blobs("run_case", request, tensor_blobs(x[n] for n in names))
+        outputs = {n: blobs[i] for n, i in reply["outputs"].items()}
+    else:
+        request["tensors"] = encode_tensors(x)
+        reply = session.call("run_case", request)
+        outputs = reply["outputs"]
+    reply["arrays"] = decode_outputs(cfg, outputs)
     return reply
 
 
-def decode_outputs(cfg: AttentionConfig, outputs: dict[str, str]) -> dict[str, np.ndarray]:
-    """Outputs as run_case returns them (base64 of f32 bytes) as arrays of their shapes
-    (cfg.shapes()); a name that is no output, bad base64 or a byte count that is not the
-    shape's is refused with the name."""
+def tensor_blobs(arrays: Iterable[np.ndarray]) -> list[memoryview]:
+    """Arrays as blobs (Caller.call_blobs): views of their little-endian f32 bytes, as
+    bytes (format "B", so that len() counts bytes)."""
+    return [memoryview(np.ascontiguousarray(a, "<f4").reshape(-1).view(np.uint8)) for a in arrays]
+
+
+def decode_outputs(
+    cfg: AttentionConfig, outputs: dict[str, str | bytes | memoryview]
+) -> dict[str, np.ndarray]:
+    """Outputs as run_case returns them (base64 of f32 bytes; from run_case_blobs, the
+    bytes) as arrays of their shapes (cfg.shapes()); a name that is no output, bad base64
+    or a byte count that is not the shape's is refused with the name."""
     shapes = cfg.shapes()
     got = {}
     for name, data in outputs.items():
         if name not in OUTPUTS:
             raise ConfigError(name, f"unknown output (known: {', '.join(OUTPUTS)})")
-        try:
-            raw = base64.b64decode(data, validate=True)
-        except (ValueError, TypeError):
-            raise ConfigError(name, "is not base64") from None
+        if isinstance(data, str):
+            try:
+                raw = base64.b64decode(data, validate=True)
+            except (ValueError, TypeError):
+                raise ConfigError(name, "is not base64") from None
+        else:
+            raw = data
         want = math.prod(shapes[name])
         if len(raw) != 4 * want:
             raise ConfigError(name, f"has {len(raw)} bytes; shape wants {want} float32 values")

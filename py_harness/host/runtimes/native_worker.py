@@ -14,7 +14,9 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 
+from ...gpu.device import Bytes
 from ...service import ENTRIES
 from .sessions import native_service
 from .workers import RS
@@ -29,11 +31,23 @@ def main(argv: list[str]) -> int:
         return 2
     # The protocol gets the real stdout; everything else printed, by Python or by native
     # code, goes to stderr.
-    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    protocol = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
 
-    def say(call_id: int | None, status: str, value: str, stack: str | None) -> None:
-        protocol.write(RS + json.dumps([call_id, status, value, stack]) + "\n")
+    def say(
+        call_id: int | None,
+        status: str,
+        value: str,
+        stack: str | None = None,
+        blobs: Sequence[Bytes] = (),
+    ) -> None:
+        fields = [call_id, status, value, stack]
+        if blobs:
+            fields.append([memoryview(b).nbytes for b in blobs])
+        protocol.write((RS + json.dumps(fields) + "\n").encode())
+        for blob in blobs:
+            protocol.write(blob)
+        protocol.flush()
 
     loop = asyncio.new_event_loop()
     t0 = time.perf_counter()
@@ -44,14 +58,19 @@ def main(argv: list[str]) -> int:
         say(None, "error", f"{type(exc).__name__}: {exc}", traceback.format_exc())
         return 1
     say(None, "ok", json.dumps({"totalMs": round((time.perf_counter() - t0) * 1e3, 1)}), None)
-    for line in sys.stdin:
-        call_id, entry, request_json = json.loads(line)
-        if entry not in ENTRIES:
-            say(call_id, "error", f"no entry {entry!r} (has: {', '.join(ENTRIES)})", None)
-            continue
+    stdin = sys.stdin.buffer
+    while line := stdin.readline():
+        call_id, entry, request_json, *more = json.loads(line)
+        blobs = [stdin.read(n) for n in more[0]] if more else None  # workers.py: the framing
         try:
-            value = loop.run_until_complete(getattr(service, entry)(request_json))
-            say(call_id, "ok", value, None)
+            if blobs is not None:
+                call = service.call_blobs(entry, request_json, blobs)
+                value, out = loop.run_until_complete(call)
+                say(call_id, "ok", value, None, out)
+            elif entry in ENTRIES:
+                say(call_id, "ok", loop.run_until_complete(getattr(service, entry)(request_json)))
+            else:
+                say(call_id, "error", f"no entry {entry!r} (has: {', '.join(ENTRIES)})", None)
         except Exception:  # the message is the traceback, as the page's is
             say(call_id, "error", traceback.format_exc(), None)
     return 0

@@ -198,11 +198,14 @@ def _dawn_driver_missing() -> str | None:
 class _Workers:
     """Sessions in child processes, each started with the same command."""
 
-    def __init__(self, command: list[str], runtime: str, env: dict[str, str]) -> None:
+    def __init__(
+        self, command: list[str], runtime: str, env: dict[str, str], takes_blobs: bool = False
+    ) -> None:
         self.command, self.runtime, self.env = command, runtime, env
+        self.takes_blobs = takes_blobs
 
     def new_session(self, base_url: str) -> Session:
-        return WorkerSession(self.command, self.runtime, self.env)
+        return WorkerSession(self.command, self.runtime, self.env, takes_blobs=self.takes_blobs)
 
     def close_session(self, session: Session) -> None:
         session.close()  # type: ignore[attr-defined]
@@ -226,7 +229,7 @@ class Dawn:
     @contextlib.contextmanager
     def launch(self, **options: Any) -> Iterator[Launched]:
         command = [sys.executable, "-m", "py_harness.host.runtimes.native_worker", "dawn"]
-        yield _Workers(command, self.name, dawn_environment())
+        yield _Workers(command, self.name, dawn_environment(), takes_blobs=True)
 
 
 NODE_HARNESS = paths.WEB_DIR / "node-harness.mjs"

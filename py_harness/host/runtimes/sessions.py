@@ -18,6 +18,7 @@ from .. import paths
 from . import exchange
 
 if TYPE_CHECKING:
+    from ...gpu.device import Bytes
     from ...service import HarnessService
 
 HARNESS_PAGE = "/web/harness.html"
@@ -38,6 +39,7 @@ class PageError(RuntimeError):
 
 class Session(Protocol):
     runtime: str
+    takes_blobs: bool  # whether it also has call_blobs (wire.Caller)
 
     def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -47,6 +49,7 @@ class Session(Protocol):
 
 
 class _AdapterName:
+    takes_blobs = False  # whether it has call_blobs (wire.Caller)
     _adapter: dict[str, Any] | None = None
     _adapter_name: str | None = None
 
@@ -197,10 +200,20 @@ class NativeSession(_AdapterName):
         self._thread.start()
         self.service = native_service("wgpu")
 
+    takes_blobs = True  # run_on sends tensors as bytes (call_blobs): not even a copy here
+
     def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self.service, entry)
         future = asyncio.run_coroutine_threadsafe(method(json.dumps(request)), self._loop)
         return json.loads(future.result())
+
+    def call_blobs(
+        self, entry: str, request: dict[str, Any], blobs: list[Bytes]
+    ) -> tuple[dict[str, Any], list[Bytes]]:
+        """An entry with the tensors as bytes (HarnessService.call_blobs; wire.Caller)."""
+        coro = self.service.call_blobs(entry, json.dumps(request), blobs)
+        reply, out = asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return json.loads(reply), out
 
     def close(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)

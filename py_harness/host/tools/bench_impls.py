@@ -23,7 +23,7 @@ from ..judge import reference
 from ..judge.verdict import judge_outputs
 from ..paths import SHADER_DIR, shader_sources
 from ..runtimes.sessions import Session
-from ..wire import encode_tensors, run_on
+from ..wire import encode_tensors, run_on, tensor_blobs
 
 
 @dataclass
@@ -60,18 +60,19 @@ def make_inputs(cfg: AttentionConfig, seed: int = 0) -> dict[str, np.ndarray]:
 def bench_variant(session: Session, variant: Variant, cfg: AttentionConfig, x, args) -> Row:
     """The variant timed inside the session's runtime (timing.time_variant, through the
     service's time_case entry)."""
-    reply = session.call(
-        "time_case",
-        {
-            "config": cfg.to_dict(),
-            "tensors": encode_tensors(x),
-            "variant": variant.name,
-            "sources": shader_sources(args.shaders),
-            "runs": args.runs,
-            "warmup": args.warmup,
-            "warmup_ms": args.warmup_ms,
-        },
-    )
+    request = {
+        "config": cfg.to_dict(),
+        "variant": variant.name,
+        "sources": shader_sources(args.shaders),
+        "runs": args.runs,
+        "warmup": args.warmup,
+        "warmup_ms": args.warmup_ms,
+    }
+    if session.takes_blobs:  # bytes beside the JSON (wire.Caller): 128 MB at S = 4096
+        request["tensors"] = {n: i for i, n in enumerate(x)}
+        reply = session.call_blobs("time_case", request, tensor_blobs(x.values()))[0]
+    else:
+        reply = session.call("time_case", {**request, "tensors": encode_tensors(x)})
     fwd, bwd = reply["fwd"], reply["bwd"]
     extra = {
         "fwd_dispatch_overhead_ms": fwd["dispatch_overhead_ms"],
