@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -40,6 +41,13 @@ CHILD = textwrap.dedent(
             say(call_id, "ok", json.dumps({"got": len(blobs)}), None,
                 blobs=[b[::-1] for b in reversed(blobs)])
             print("chatter after blobs"); sys.stdout.flush()
+        elif entry == "short":  # says 100 bytes follow, sends 10, exits
+            out.write((RS + json.dumps([call_id, "ok", "{}", None, [100]]) + "\n").encode())
+            out.write(b"0123456789"); out.flush()
+            sys.exit(5)
+        elif entry == "garbage":  # a protocol line that is not JSON, then silence
+            out.write((RS + "not json\n").encode()); out.flush()
+            time.sleep(60)
         elif entry == "echo":
             print("chatter between replies"); sys.stdout.flush()
             say(call_id, "ok", json.dumps({"echo": json.loads(request), "pid": os.getpid()}), None)
@@ -71,7 +79,8 @@ def test_replies_match_calls_and_chatter_is_not_a_reply(child: WorkerSession) ->
 def test_blobs_cross_as_bytes_whatever_bytes_they_hold() -> None:
     """Blobs holding the protocol's own separators (newline, RS), an empty one and a large
     one go to the child after the JSON and come back after its reply, byte for byte; the
-    chatter after them stays chatter, and JSON calls still work around them."""
+    chatter after them stays chatter, and JSON calls still work around them. A child that
+    exits partway through its blobs has given no reply."""
     session = WorkerSession(
         [sys.executable, "-c", CHILD], "stand-in", timeout_s=5.0, takes_blobs=True
     )
@@ -82,6 +91,8 @@ def test_blobs_cross_as_bytes_whatever_bytes_they_hold() -> None:
         assert back == [b[::-1] for b in reversed(blobs)]
         assert session.call("echo", {"i": 1})["echo"] == {"i": 1}
         assert session.children_started == 1
+        with pytest.raises(PageError, match="exited with status 5"):
+            session.call_blobs("short", {}, [])  # its blob cut short: it exited, no reply
     finally:
         session.close()
     plain = WorkerSession([sys.executable, "-c", CHILD], "stand-in")
@@ -113,6 +124,15 @@ def test_a_child_that_exits_mid_call_fails_that_call_with_its_last_words(
         child.call("exit", {})
     assert child.call("echo", {"after": 1})["echo"] == {"after": 1}
     assert child.children_started == 2
+
+
+def test_a_child_off_the_protocol_fails_that_call_at_once(child: WorkerSession) -> None:
+    child.timeout_s = 60.0
+    t = time.monotonic()
+    with pytest.raises(PageError, match=r"broke the protocol[^$]*not JSON: b'\\x1enot json"):
+        child.call("garbage", {})
+    assert time.monotonic() - t < 30
+    assert child.call("echo", {"after": 1})["echo"] == {"after": 1}
 
 
 def test_a_child_killed_between_calls_is_replaced_on_the_next(child: WorkerSession) -> None:

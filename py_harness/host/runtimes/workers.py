@@ -100,10 +100,14 @@ class WorkerSession(_AdapterName):
                 self.close()
                 why = self._why(f"did not answer within {timeout_s:g} s")
                 raise PageError(entry, why, None) from None
-            if reply is None:
-                code = self._proc.wait() if self._proc else None
+            if reply is None:  # its stdout ended (or went off the protocol: then kill it)
+                code = None
+                if self._proc is not None:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        code = self._proc.wait(timeout=2.0)
                 self.close()
-                raise PageError(entry, self._why(f"exited with status {code}"), None)
+                what = "broke the protocol" if code is None else f"exited with status {code}"
+                raise PageError(entry, self._why(what), None)
             if reply[0] == call_id:
                 return reply[1:]
 
@@ -161,15 +165,24 @@ def _pump(stream: BinaryIO, sink: queue.Queue | None, chatter: collections.deque
     """Read one of a child's pipes to its end (it then closes the pipe): protocol lines,
     with the blobs that follow them, into `sink` as [id, status, value, stack, blobs];
     the rest into `chatter`."""
-    with stream:
-        while line := stream.readline():
-            if sink is not None and line.startswith(RS.encode()):
-                reply = json.loads(line[1:])
-                lengths = reply[4] if len(reply) > 4 else []
-                sink.put([*reply[:4], [stream.read(n) for n in lengths]])
-                continue
-            text = line.decode("utf-8", "replace")
-            if text.strip() and not any(n in text for n in NOISE):
-                chatter.append(text.rstrip())
-    if sink is not None:
-        sink.put(None)  # end of stream: the child exited
+    try:
+        with stream:
+            while line := stream.readline():
+                if sink is not None and line.startswith(RS.encode()):
+                    try:
+                        reply = json.loads(line[1:])
+                    except ValueError:
+                        chatter.append(f"a protocol line that is not JSON: {line[:200]!r}")
+                        break
+                    lengths = reply[4] if len(reply) > 4 else []
+                    blobs = [stream.read(n) for n in lengths]
+                    if any(len(b) < n for b, n in zip(blobs, lengths, strict=True)):
+                        break  # the child exited while sending: no reply, as if before it
+                    sink.put([*reply[:4], blobs])
+                    continue
+                text = line.decode("utf-8", "replace")
+                if text.strip() and not any(n in text for n in NOISE):
+                    chatter.append(text.rstrip())
+    finally:  # also off the protocol: the call fails now, not at its timeout
+        if sink is not None:
+            sink.put(None)  # end of stream: the child exited
