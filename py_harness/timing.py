@@ -75,9 +75,10 @@ async def time_variant(
         fwd = await time_passes(dev, await runner.passes(cfg, (chosen.forward,), bufs, split), plan)
         bwd = await time_passes(dev, await runner.passes(cfg, chosen.backward, bufs, split), plan)
     finally:
-        dev.release_buffers(list(bufs.values()))  # the full case below takes them
-    # One full case on new buffers (as a matrix of different shapes runs), then one on the
-    # buffers that one gave back (as repeated runs of one shape do: draws, iterations).
+        dev.release_buffers(list(bufs.values()))
+    # One full case on new buffers (as a matrix of different shapes runs: so the buffers
+    # just given back go), then one on the buffers that one gave back (as repeated runs of
+    # one shape do: draws, iterations).
     dev.destroy_released()
     fresh = await _case_overhead(runner, cfg, tensors)
     reused = await _case_overhead(runner, cfg, tensors)

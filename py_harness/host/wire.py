@@ -51,17 +51,22 @@ def run_on(
         "backward_runs": backward_runs,
         "variant": variants.request_form(variant),
     }
-    if getattr(session, "takes_blobs", False):  # the native sessions: bytes beside the JSON
-        names = list(x)
-        request["tensors"] = {n: i for i, n in enumerate(names)}
-        reply, blobs = session.call_blobs("run_case", request, tensor_blobs(x[n] for n in names))
-        outputs = {n: blobs[i] for n, i in reply["outputs"].items()}
-    else:
-        request["tensors"] = encode_tensors(x)
-        reply = session.call("run_case", request)
-        outputs = reply["outputs"]
+    reply, blobs = call_with_tensors(session, "run_case", request, x)
+    outputs = {n: blobs[v] if blobs is not None else v for n, v in reply["outputs"].items()}
     reply["arrays"] = decode_outputs(cfg, outputs)
     return reply
+
+
+def call_with_tensors(
+    session: Caller, entry: str, request: dict[str, Any], x: dict[str, np.ndarray]
+) -> tuple[dict[str, Any], list | None]:
+    """The entry with `request` and the arrays x as its tensors: as bytes beside the JSON
+    where the session takes them (the native sessions), else as base64. Returns the reply
+    and the blobs that came back with it (None for base64: its outputs are in the reply)."""
+    if getattr(session, "takes_blobs", False):
+        request = {**request, "tensors": {n: i for i, n in enumerate(x)}}
+        return session.call_blobs(entry, request, tensor_blobs(x.values()))
+    return session.call(entry, {**request, "tensors": encode_tensors(x)}), None
 
 
 def tensor_blobs(arrays: Iterable[np.ndarray]) -> list[memoryview]:

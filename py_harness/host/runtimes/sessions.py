@@ -191,6 +191,7 @@ class NativeSession(_AdapterName):
     """wgpu-py in this process (lavapipe / SwiftShader here, any Vulkan GPU elsewhere)."""
 
     runtime = "wgpu"
+    takes_blobs = True  # run_on sends tensors as bytes (call_blobs): not even a copy here
 
     def __init__(self) -> None:
         # The service's coroutines run on a loop of their own in a worker thread: the
@@ -199,8 +200,6 @@ class NativeSession(_AdapterName):
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self.service = native_service("wgpu")
-
-    takes_blobs = True  # run_on sends tensors as bytes (call_blobs): not even a copy here
 
     def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self.service, entry)

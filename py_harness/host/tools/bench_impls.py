@@ -23,7 +23,7 @@ from ..judge import reference
 from ..judge.verdict import judge_outputs
 from ..paths import SHADER_DIR, shader_sources
 from ..runtimes.sessions import Session
-from ..wire import encode_tensors, run_on, tensor_blobs
+from ..wire import call_with_tensors, run_on
 
 
 @dataclass
@@ -68,11 +68,7 @@ def bench_variant(session: Session, variant: Variant, cfg: AttentionConfig, x, a
         "warmup": args.warmup,
         "warmup_ms": args.warmup_ms,
     }
-    if session.takes_blobs:  # bytes beside the JSON (wire.Caller): 128 MB at S = 4096
-        request["tensors"] = {n: i for i, n in enumerate(x)}
-        reply = session.call_blobs("time_case", request, tensor_blobs(x.values()))[0]
-    else:
-        reply = session.call("time_case", {**request, "tensors": encode_tensors(x)})
+    reply = call_with_tensors(session, "time_case", request, x)[0]  # 128 MB at S = 4096
     fwd, bwd = reply["fwd"], reply["bwd"]
     extra = {
         "fwd_dispatch_overhead_ms": fwd["dispatch_overhead_ms"],
