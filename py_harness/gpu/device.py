@@ -227,10 +227,9 @@ class Device(ABC):
         """Zero-filled buffers, by name, of the (size, usage) asked: buffers that the last
         case released (release_buffers) where one matches, cleared on the GPU, else new
         ones. The released buffers that none of these take are destroyed first, so a case
-        never holds more memory than its own buffers. On the H200 at S = 4096 creating and
-        destroying a case's buffers cost 20-45 ms, and wgpu-native's first passes over new
-        buffers ran 3 times as long (docs/results-h200.md); a clear costs the GPU 0.1 ms.
-        On an error the buffers made or taken so far are destroyed."""
+        never holds more memory than its own buffers. On the H200 at S = 4096, head_dim 128,
+        creating a case's buffers took 16-25 ms and destroying them 19-22 ms (wgpu;
+        docs/results-h200.md). On an error the buffers made or taken so far are destroyed."""
         spare: dict[tuple[int, tuple[str, ...]], list[Buffer]] = {}
         for buf in self._spares:
             spare.setdefault((buf.size, buf.usage), []).append(buf)

@@ -1,11 +1,11 @@
 """Host-side copies and scans of large tensors over threads, for the native backends.
 
 A case at S = 4096 moves 64-128 MB each way between Python and the GPU's staging memory.
-On the H200's host (16 cores), for 128 MB: `bytes()` of a mapped range took 80-90 ms (its
-fresh 4 KiB pages fault one at a time), a NumPy copy into a fresh array 37 ms, the same
-over 8 threads 8-10 ms; the finite-input check as bytes operations (config.any_nonfinite)
-33 ms, NumPy's min and max over 4 threads 5-7 ms. NumPy releases the GIL in both.
-Measured by `python scripts/case_overhead.py --host-copies` (docs/results-h200.md).
+On the H200's host (16 cores), for 128 MB: `bytes()` of a mapped range took 110-134 ms
+(its fresh 4 KiB pages fault one at a time), copy_out 10-13 ms; the finite-input check as
+bytes operations (config.any_nonfinite) 62-63 ms, any_nonfinite here 5-7 ms. NumPy
+releases the GIL in both. Measured by `python scripts/case_overhead.py --copies`
+(docs/results-h200.md).
 
 CPython with NumPy only: the Pyodide wheel leaves this module out (build_wheel.HOST_ONLY).
 """
