@@ -98,9 +98,10 @@ def test_tiny_bench_writes_table_json_and_plot(
             passes = r["extra"]["pass_ms"]
             assert list(passes) == [k.entry_point for k in (chosen.forward, *chosen.backward)]
             assert sum(passes.values()) == pytest.approx(r["fwd_ms"] + r["bwd_ms"], rel=1e-9)
-            # a full case on new buffers, and one on the buffers it gave back
-            assert r["extra"]["case_wall_ms"] > r["fwd_ms"] + r["bwd_ms"]
-            assert r["extra"]["case_fresh_overhead_ms"] > 0 < r["extra"]["case_overhead_ms"]
+            # a full case on new buffers, and one on the buffers it gave back: each its own
+            # wall time beyond its own GPU time (one run: it may beat the passes' medians)
+            assert r["extra"]["case_wall_ms"] > r["extra"]["case_overhead_ms"] > 0
+            assert r["extra"]["case_fresh_overhead_ms"] > 0
     assert [v["passed"] for v in doc["verify"]] == [True] * len(variants)
     assert set(doc["compile_ms"]) == set(variants)
     ET.parse(out_svg)
