@@ -128,9 +128,10 @@ FAST_INVOCATIONS = {64: 256, 128: 256, 256: 512}
 
 def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> Variant:
     """The register-tiled kernels (shaders/fa2_fast_*.wgsl) with tiles for head_dim <= 64 or
-    above: FAST_ROWS x 64 score tiles in 4 x 4 blocks per invocation. Up to 64, one
-    key-tile pass computes dK, dV and dQ's partial sums; above, a dV pass and a dK/dQ pass
-    (one pass holding all three runs one workgroup per SM: fa2_fast_backward.wgsl). Where
+    above: FAST_ROWS x 64 score tiles in 4 x 4 blocks per invocation. One key-tile pass
+    computes dK, dV and dQ's partial sums, except in the 128 family: a dV pass and a dK/dQ
+    pass there (one pass holding all three runs one workgroup per SM where these run two;
+    the 256 family's workgroups of 512 run one per SM either way: fa2_fast_backward.wgsl). Where
     the key tiles are few, those passes split each one's work into parts (key_parts) and
     a last pass adds the parts' copies of dK and dV. A workgroup owns `head_dim` output
     columns (cols_per_workgroup): the 128 family serves 256 in two workgroups per tile
@@ -153,7 +154,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
         # S, dP, dV, dK and dQ's partial sum
         Kernel("fa2f_bwd_dk_dv", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols, True, 5),
     )
-    if head_dim > 64:
+    if head_dim == 128:
         key_passes = (
             # adds no dQ sums: one key tile per workgroup (slot = key tile, one round)
             # S, dV; then S again, dP, dK and dQ's partial sum: 6 GEMMs where FA counts 5

@@ -18,14 +18,16 @@
 //    into P parts along x, (cols * P, G, batch * kv_heads): part p writes its dK and dV
 //    into copy p of the dK / dV buffers (Variant.kv_parts; P = 1: the tensors themselves)
 //    and adds its dQ into the key tile's slot, whose rows the other parts do not touch;
-//    pass 4 adds the copies. Above head_dim 64
+//    pass 4 adds the copies. For 64 < head_dim <= 128
 //    this is two passes from one body (FfbParts): fa2f_bwd_dv, and fa2f_bwd_dk_dq for dK
 //    and dQ's sums, because one pass holding dK and dV (64 floats per invocation) with the
 //    rest ran one workgroup per SM on the H200 where these run two (6 GEMMs per tile
 //    pair, and faster: docs/results-h200.md). Above 128 each workgroup's two halves
-//    split head_dim (fa2_fast_common.wgsl): 5 GEMMs per tile pair, as below; where the
-//    device lacks 512 invocations, two workgroups split the output columns, each computing
-//    the score GEMMs: 9 GEMMs per tile pair.
+//    split head_dim (fa2_fast_common.wgsl) in one pass, 5 GEMMs per tile pair: its
+//    workgroups of 512 run one per SM either way, and on the H200 the one pass took 11-12 %
+//    less time than the two (docs/features.md); where the device lacks 512 invocations,
+//    the 128 family's two passes, two workgroups splitting the output columns, each
+//    computing the score GEMMs: 9 GEMMs per tile pair.
 // 3. fa2f_bwd_dq_sum: dQ = the sum of the G partial sums (in slot order), which it zeroes
 //    for the next run (buffers start zeroed).
 // 4. fa2f_bwd_kv_sum: with P > 1, dK and dV = the sums of their P copies (in part order).
@@ -288,7 +290,10 @@ fn ffb_key_tiles(lix: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
         if (k0 >= ff_seq(b).len_k) { break; }
         let ks = ff_kv_rows(FF_K, b, kvh, k0, 1.0);
         let vs = ff_kv_rows(FF_V, b, kvh, k0, 1.0);
-        let keys = vec4<u32>(k0 + t.y, k0 + t.y + 16u, k0 + t.y + 32u, k0 + t.y + 48u);
+        // The rows of dK and dV (tile-row order), and the score blocks' rows (register-row
+        // order: ff_row), of which this invocation computes the own ones.
+        let keys = k0 + t.y + FF_COLS;
+        let own = ff_own4u(keys);
         let range = ff_query_range(b, k0, min(k0 + FF_BR, ff_seq(b).len_k) - 1u);
         var dk = FfAcc();
         var dv = FfAcc();
@@ -323,10 +328,14 @@ fn ffb_key_tiles(lix: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
                 // GEMM, its 16 registers made Tint's dK/dV pass at head_dim 64 40 % slower
                 // on the H200).
                 let g = ff_softcap_grad4x4(s);
-                let r0 = ffb_grad4(s[0], dp[0], delta, lse, b, h, bh, qc, vec4<u32>(keys.x), chk, g[0]);
-                let r1 = ffb_grad4(s[1], dp[1], delta, lse, b, h, bh, qc, vec4<u32>(keys.y), chk, g[1]);
-                let r2 = ffb_grad4(s[2], dp[2], delta, lse, b, h, bh, qc, vec4<u32>(keys.z), chk, g[2]);
-                let r3 = ffb_grad4(s[3], dp[3], delta, lse, b, h, bh, qc, vec4<u32>(keys.w), chk, g[3]);
+                let r0 = ffb_grad4(s[0], dp[0], delta, lse, b, h, bh, qc, vec4<u32>(own.x), chk, g[0]);
+                let r1 = ffb_grad4(s[1], dp[1], delta, lse, b, h, bh, qc, vec4<u32>(own.y), chk, g[1]);
+                var r2 = FfbGrad();
+                var r3 = FfbGrad();
+                if (ff_mine(2u)) {
+                    r2 = ffb_grad4(s[2], dp[2], delta, lse, b, h, bh, qc, vec4<u32>(own.z), chk, g[2]);
+                    r3 = ffb_grad4(s[3], dp[3], delta, lse, b, h, bh, qc, vec4<u32>(own.w), chk, g[3]);
+                }
                 if (parts.dv) {
                     ff_put_p(t, mat4x4<f32>(r0.pm, r1.pm, r2.pm, r3.pm));
                     workgroupBarrier();

@@ -35,7 +35,8 @@
 // backward's key-tile passes repeat the blocks along x once per part of a key tile). Up to
 // 128 that is all of them. Above, fa2_fast_d256.wgsl's workgroups have FF_SPLIT = 2 halves
 // of 256 invocations: half h owns columns 128 h.. (ff_col0) and computes the score GEMMs
-// over its half of head_dim, and the halves add their partial blocks (ff_exchange). A
+// over its half of head_dim, and the halves add their partial blocks (ff_exchange), each
+// half summing, and then working on, its own half of the block's rows (ff_row). A
 // device without 512 invocations per workgroup runs head_dim 256 with the 128 family: two
 // workgroups per tile, each computing the whole score tile and the second GEMM for its
 // columns (32 more accumulator floats per invocation would cost the second workgroup per SM).
@@ -43,7 +44,7 @@
 // [0, 1152) is free once a score tile is done, so the P tile [0, 1088) overlays it; the
 // row staging [1152, 1424) is free outside the second GEMM, so the row reductions
 // [1152, 1408) overlay it. 1424 * 16 = 22784 bytes. With halves: both halves' staging
-// [0, 2048) (unpadded, swizzled rows), the exchange [0, 2048) after it, the P tile
+// [0, 2048) (unpadded, swizzled rows), the exchange [0, 1024) after it, the P tile
 // [0, 1088), the halves' row staging and the reductions from 1088: 32768 bytes.
 
 const FF_BR: u32 = 64u;
@@ -134,7 +135,7 @@ const FF_P0: u32 = 0u; // P or dS of the tile: 64 x FF_PS (1088), over the score
 // always barriers apart).
 const FF_V0: u32 = max(2u * FF_SB, 64u * FF_PS);
 const FF_R0: u32 = FF_V0; // 64 rows x 4 vec4 partials (row max / sum), over the row staging
-const FF_X0: u32 = 0u; // FF_SPLIT halves' partial score blocks, 1024 vec4s each (ff_exchange)
+const FF_X0: u32 = 0u; // FF_SPLIT halves' partial score rows, 512 vec4s each (ff_exchange)
 var<workgroup> ff_smem: array<vec4<f32>, FF_SMEM>;
 // The slot of vec4 c of a staged score-operand row: with unpadded rows (FF_AS = FF_KC / 4,
 // 8 vec4s), c ^ (row % 8), so that the 4 rows (A) or 8 rows (B) a subgroup reads at once
@@ -150,10 +151,32 @@ fn ff_sbase() -> u32 {
 fn ff_vbase() -> u32 {
     return FF_V0 + ff_half * FF_VK * FF_VS;
 }
-// Whether this half stores row i (< 4) of a block that both halves hold (P tile, row
-// reductions): half h stores rows 2h and 2h + 1, so no two invocations write one place.
+// Row ownership with halves. The score GEMMs give an invocation rows ty + 16 i, i < 4;
+// after the exchange its block holds rows ty + ff_row(i), the second half's rotated by two
+// (32 + ty first), so that register rows 0 and 1 are always the half's own: only a row's
+// owner holds its whole score and computes what follows from it (masks, exp, dS), written
+// where both halves read it (P tile, row reductions). Without halves ff_row(i) is 16 i and
+// every row is the invocation's own. (Both halves once held the whole block and each
+// computed every exp of it.)
+fn ff_row(i: u32) -> u32 {
+    if (FF_SPLIT == 1u) { return 16u * i; }
+    // With halves only the own rows (i < 2) are placed: ((i + 2 half) % 4) 16 for them, as
+    // a base and a constant (the modulo's form made naga's dV pass 2.4 % slower).
+    return 16u * i + 32u * ff_half;
+}
+// Whether register row i is this invocation's own (see ff_row).
 fn ff_mine(i: u32) -> bool {
-    return FF_SPLIT == 1u || (i >> 1u) == ff_half;
+    return FF_SPLIT == 1u || i < 2u;
+}
+// A vec4 in tile-row order (component k: row ty + 16 k) in register-row order (component
+// i: row ty + ff_row(i)).
+fn ff_own4(v: vec4<f32>) -> vec4<f32> {
+    if (FF_SPLIT == 1u) { return v; }
+    return select(v, v.zwxy, ff_half == 1u);
+}
+fn ff_own4u(v: vec4<u32>) -> vec4<u32> {
+    if (FF_SPLIT == 1u) { return v; }
+    return select(v, v.zwxy, ff_half == 1u);
 }
 
 // Rows [row0, row0 + n) of a [B, S, heads, D] tensor: row r starts at base + r * stride;
@@ -214,17 +237,20 @@ fn ff_visible4(b: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4<bool> {
     let inside = (d >= vec4<i32>(-p.key_left)) & (d <= vec4<i32>(p.key_right));
     return inside & (kj < vec4<u32>(ff_seq(b).len_k)) & (qi < vec4<u32>(ff_seq(b).len_q));
 }
-// fa2_softcap on a 4x4 score block (uniform branch: nothing to do without a softcap).
+// fa2_softcap on the own rows of a 4x4 score block (uniform branch: nothing to do without
+// a softcap).
 fn ff_softcap4x4(s: mat4x4<f32>) -> mat4x4<f32> {
     let c = fa2_params.softcap;
     if (c <= 0.0) { return s; }
     let r = 1.0 / c;
-    return mat4x4<f32>(
-        c * tanh(clamp(s[0] * r, vec4<f32>(-15.0), vec4<f32>(15.0))),
-        c * tanh(clamp(s[1] * r, vec4<f32>(-15.0), vec4<f32>(15.0))),
-        c * tanh(clamp(s[2] * r, vec4<f32>(-15.0), vec4<f32>(15.0))),
-        c * tanh(clamp(s[3] * r, vec4<f32>(-15.0), vec4<f32>(15.0)))
-    );
+    var t = s;
+    t[0] = c * tanh(clamp(s[0] * r, vec4<f32>(-15.0), vec4<f32>(15.0)));
+    t[1] = c * tanh(clamp(s[1] * r, vec4<f32>(-15.0), vec4<f32>(15.0)));
+    if (ff_mine(2u)) {
+        t[2] = c * tanh(clamp(s[2] * r, vec4<f32>(-15.0), vec4<f32>(15.0)));
+        t[3] = c * tanh(clamp(s[3] * r, vec4<f32>(-15.0), vec4<f32>(15.0)));
+    }
+    return t;
 }
 // The softcap's derivative at a capped score t = softcap * tanh(x / softcap):
 // d t / d x = 1 - (t / softcap)^2, 1 without a softcap.
@@ -249,16 +275,18 @@ fn ff_alibi4(s: vec4<f32>, b: u32, h: u32, qi: vec4<u32>, kj: vec4<u32>) -> vec4
     let d = vec4<i32>(kj) - (vec4<i32>(qi) + ff_seq(b).shift);
     return s - slope * abs(vec4<f32>(d));
 }
-// ff_alibi4 on a 4x4 score block: query rows.x .. rows.w (one per matrix column) against
-// keys cols.
+// ff_alibi4 on the own rows of a 4x4 score block: query rows.x .. rows.w (one per matrix
+// column) against keys cols.
 fn ff_alibi4x4(s: mat4x4<f32>, b: u32, h: u32, rows: vec4<u32>, cols: vec4<u32>) -> mat4x4<f32> {
     if (fa2_params.has_alibi == 0u) { return s; }
-    return mat4x4<f32>(
-        ff_alibi4(s[0], b, h, vec4<u32>(rows.x), cols),
-        ff_alibi4(s[1], b, h, vec4<u32>(rows.y), cols),
-        ff_alibi4(s[2], b, h, vec4<u32>(rows.z), cols),
-        ff_alibi4(s[3], b, h, vec4<u32>(rows.w), cols)
-    );
+    var t = s;
+    t[0] = ff_alibi4(s[0], b, h, vec4<u32>(rows.x), cols);
+    t[1] = ff_alibi4(s[1], b, h, vec4<u32>(rows.y), cols);
+    if (ff_mine(2u)) {
+        t[2] = ff_alibi4(s[2], b, h, vec4<u32>(rows.z), cols);
+        t[3] = ff_alibi4(s[3], b, h, vec4<u32>(rows.w), cols);
+    }
+    return t;
 }
 // Scores after the ALiBi bias, visibility and the additive mask; FF_OUT where masked (a
 // score <= FF_MASKED, -inf included, is masked).
@@ -460,9 +488,10 @@ fn ff_scores_chunk(acc: mat4x4<f32>, t: vec2<u32>) -> mat4x4<f32> {
     }
     return s;
 }
-// This invocation's 4x4 block of A B^T over all of head_dim. With FF_SPLIT halves, half h
-// sums chunks [h n, h n + n) of the n per half, and the halves add their partial blocks
-// (ff_exchange): the forward and the backward split alike, so their scores agree to the bit.
+// This invocation's 4x4 block of A B^T over all of head_dim: its rows ty + ff_row(i). With
+// FF_SPLIT halves, half h sums chunks [h n, h n + n) of the n per half, and the halves add
+// their partial blocks (ff_exchange), after which only the own rows (0 and 1) hold scores:
+// the forward and the backward split alike, so their scores agree to the bit.
 fn ff_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
     var s = mat4x4<f32>();
     let n = (fa2_params.head_dim + FF_SPLIT * FF_KC - 1u) / (FF_SPLIT * FF_KC);
@@ -477,19 +506,23 @@ fn ff_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
     if (FF_SPLIT > 1u) { s = ff_exchange(lid, s); }
     return s;
 }
-// The sum of the two halves' blocks at this position, the same bits in both halves (p0 + p1
-// == p1 + p0). Between barriers: the area overlays the score staging.
+// The block's own rows (ff_row): the sum of the two halves' partials, in rows 0 and 1;
+// rows 2 and 3 are left as partials, unused. The GEMM's rows are ty + 16 i in both halves
+// (constant offsets there: rotated addressing in its loop made naga's forward 3 % slower
+// on the H200), so the second half's own rows come from its rows 2 and 3. Each score is
+// summed by its row's owner, own + other, the same bits as other + own. Between barriers:
+// the area overlays the score staging.
 fn ff_exchange(lid: u32, s: mat4x4<f32>) -> mat4x4<f32> {
-    let mine = FF_X0 + ff_half * 1024u + lid;
-    let other = FF_X0 + (1u - ff_half) * 1024u + lid;
-    ff_smem[mine] = s[0];
-    ff_smem[mine + 256u] = s[1];
-    ff_smem[mine + 512u] = s[2];
-    ff_smem[mine + 768u] = s[3];
+    let second = ff_half == 1u;
+    let mine = FF_X0 + ff_half * 512u + lid;
+    let other = FF_X0 + (1u - ff_half) * 512u + lid;
+    ff_smem[mine] = select(s[2], s[0], second); // the other half's rows
+    ff_smem[mine + 256u] = select(s[3], s[1], second);
     workgroupBarrier();
-    let o = mat4x4<f32>(ff_smem[other], ff_smem[other + 256u], ff_smem[other + 512u], ff_smem[other + 768u]);
+    let o0 = ff_smem[other];
+    let o1 = ff_smem[other + 256u];
     workgroupBarrier();
-    return s + o;
+    return mat4x4<f32>(select(s[0], s[2], second) + o0, select(s[1], s[3], second) + o1, s[2], s[3]);
 }
 // acc += columns [r0, r0 + FF_VK) of the P tile times the staged rows; halves: 1 for the
 // low output columns, 2 for the high ones (FF_NCOL > 1), 3 for both.
@@ -566,29 +599,44 @@ fn ff_put_row(row: u32, col: u32, v: vec4<f32>) {
     ff_smem[i + 8u][c] = v.z;
     ff_smem[i + 12u][c] = v.w;
 }
-// Stores the block into the P tile; callers barrier before ff_pv_tile reads it.
+// Stores the block's own rows into the P tile; callers barrier before ff_pv_tile reads it.
 fn ff_put_p(t: vec2<u32>, s: mat4x4<f32>) {
-    if (ff_mine(0u)) { ff_put_row(t.y, t.x, s[0]); }
-    if (ff_mine(1u)) { ff_put_row(t.y + 16u, t.x, s[1]); }
+    ff_put_row(t.y + ff_row(0u), t.x, s[0]);
+    ff_put_row(t.y + ff_row(1u), t.x, s[1]);
     if (ff_mine(2u)) { ff_put_row(t.y + 32u, t.x, s[2]); }
     if (ff_mine(3u)) { ff_put_row(t.y + 48u, t.x, s[3]); }
 }
-// Stores the block transposed: row tx + 16 j, column ty + 16 i gets m[i][j].
+// Stores the block's own rows transposed: row tx + 16 j, column ty + ff_row(i) gets m[i][j].
 fn ff_put_pt(t: vec2<u32>, m: mat4x4<f32>) {
+    if (FF_SPLIT > 1u) {
+        ff_put_col(t.x, t.y + ff_row(0u), m[0]);
+        ff_put_col(t.x, t.y + ff_row(1u), m[1]);
+        return;
+    }
     let m_t = transpose(m);
-    if (ff_mine(0u)) { ff_put_row(t.x, t.y, m_t[0]); }
-    if (ff_mine(1u)) { ff_put_row(t.x + 16u, t.y, m_t[1]); }
-    if (ff_mine(2u)) { ff_put_row(t.x + 32u, t.y, m_t[2]); }
-    if (ff_mine(3u)) { ff_put_row(t.x + 48u, t.y, m_t[3]); }
+    ff_put_row(t.x, t.y, m_t[0]);
+    ff_put_row(t.x + 16u, t.y, m_t[1]);
+    ff_put_row(t.x + 32u, t.y, m_t[2]);
+    ff_put_row(t.x + 48u, t.y, m_t[3]);
+}
+// Rows row, row + 16, row + 32, row + 48 (row < 16) of P-tile column col get v.x .. v.w.
+fn ff_put_col(row: u32, col: u32, v: vec4<f32>) {
+    let i = FF_P0 + row * FF_PS + (col >> 2u);
+    let c = col & 3u;
+    ff_smem[i][c] = v.x;
+    ff_smem[i + 16u * FF_PS][c] = v.y;
+    ff_smem[i + 32u * FF_PS][c] = v.z;
+    ff_smem[i + 48u * FF_PS][c] = v.w;
 }
 fn ff_max4(v: vec4<f32>) -> f32 {
     return max(max(v.x, v.y), max(v.z, v.w));
 }
+// The own rows' partials (register-row order) into the reduction area.
 fn ff_red_put(t: vec2<u32>, v: vec4<f32>) {
     let c = t.x & 3u;
     let q = t.x >> 2u;
-    if (ff_mine(0u)) { ff_smem[FF_R0 + t.y * 4u + q][c] = v.x; }
-    if (ff_mine(1u)) { ff_smem[FF_R0 + (t.y + 16u) * 4u + q][c] = v.y; }
+    ff_smem[FF_R0 + (t.y + ff_row(0u)) * 4u + q][c] = v.x;
+    ff_smem[FF_R0 + (t.y + ff_row(1u)) * 4u + q][c] = v.y;
     if (ff_mine(2u)) { ff_smem[FF_R0 + (t.y + 32u) * 4u + q][c] = v.z; }
     if (ff_mine(3u)) { ff_smem[FF_R0 + (t.y + 48u) * 4u + q][c] = v.w; }
 }
@@ -601,9 +649,10 @@ fn ff_red_sum(row: u32) -> f32 {
     let v = (ff_smem[i] + ff_smem[i + 1u]) + (ff_smem[i + 2u] + ff_smem[i + 3u]);
     return (v.x + v.y) + (v.z + v.w);
 }
-// Per owned row, the max over the 64 tile columns of the 16 invocations sharing it.
-// The reduction area must be free (a barrier since its last read); a barrier follows
-// the writes.
+// Given partials of the own rows (register-row order), the max over the 64 tile columns
+// of each of the invocation's rows, in tile-row order (component k: row ty + 16 k; with
+// halves the other half gives two of them). The reduction area must be free (a barrier
+// since its last read); a barrier follows the writes.
 fn ff_row_max(t: vec2<u32>, partial: vec4<f32>) -> vec4<f32> {
     ff_red_put(t, partial);
     workgroupBarrier();

@@ -2,7 +2,8 @@
 // fa2_fast_common.wgsl): workgroups of two halves of 256 invocations. Each half owns 128
 // output columns (two vec4s per invocation, as fa2_fast_d128.wgsl) and computes the score
 // GEMMs over its half of head_dim; the halves add their partial blocks, so every score is
-// computed once (two workgroups of 256, one per column block, each computed all of them).
+// computed once (two workgroups of 256, one per column block, each computed all of them),
+// and each half goes on with its own half of the block's rows (ff_row).
 // Unpadded, swizzled staging rows keep both halves' staging, and the exchange, within
 // 32 KiB: what lavapipe and SwiftShader offer (the H200: 48 KiB).
 const FF_NCOL: u32 = 2u;

@@ -60,7 +60,10 @@ fn fa2f_fwd(
     // Q is scaled before the dot product (as flash_fwd does); the backward passes stage it
     // the same way and sum in the same order, so their scores equal these to the bit.
     let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
-    let rows = vec4<u32>(q0 + t.y, q0 + t.y + 16u, q0 + t.y + 32u, q0 + t.y + 48u);
+    // The rows of O and of the running max (tile-row order), and the score block's rows
+    // (register-row order: ff_row), of which this invocation computes the own ones.
+    let rows = q0 + t.y + FF_COLS;
+    let own = ff_own4u(rows);
     let range = ff_key_range(b, q0, min(q0 + FF_BR, ff_seq(b).len_q) - 1u);
     var m = vec4<f32>(FF_MASKED);
     var l = vec4<f32>(0.0);
@@ -70,35 +73,37 @@ fn fa2f_fwd(
         var s = ff_softcap4x4(ff_score_tile(lid, t, qs, ff_kv_rows(FF_K, b, kvh, k0, 1.0)));
         let kc = k0 + t.x + FF_COLS;
         if (!ff_all_visible(b, q0, FF_BR, k0, FF_BC)) {
-            s = mat4x4<f32>(
-                ff_masked4(s[0], b, h, vec4<u32>(rows.x), kc),
-                ff_masked4(s[1], b, h, vec4<u32>(rows.y), kc),
-                ff_masked4(s[2], b, h, vec4<u32>(rows.z), kc),
-                ff_masked4(s[3], b, h, vec4<u32>(rows.w), kc)
-            );
+            s[0] = ff_masked4(s[0], b, h, vec4<u32>(own.x), kc);
+            s[1] = ff_masked4(s[1], b, h, vec4<u32>(own.y), kc);
+            if (ff_mine(2u)) {
+                s[2] = ff_masked4(s[2], b, h, vec4<u32>(own.z), kc);
+                s[3] = ff_masked4(s[3], b, h, vec4<u32>(own.w), kc);
+            }
         } else {
-            s = ff_alibi4x4(s, b, h, rows, kc);
+            s = ff_alibi4x4(s, b, h, own, kc);
         }
         let m_new = max(
             m,
             ff_row_max(t, vec4<f32>(ff_max4(s[0]), ff_max4(s[1]), ff_max4(s[2]), ff_max4(s[3])))
         );
         let corr = exp(m - m_new);
-        s = mat4x4<f32>(
-            exp(s[0] - m_new.x),
-            exp(s[1] - m_new.y),
-            exp(s[2] - m_new.z),
-            exp(s[3] - m_new.w)
-        );
+        let m_own = ff_own4(m_new);
+        s[0] = exp(s[0] - m_own.x);
+        s[1] = exp(s[1] - m_own.y);
+        if (ff_mine(2u)) {
+            s[2] = exp(s[2] - m_own.z);
+            s[3] = exp(s[3] - m_own.w);
+        }
         // The softmax denominator counts every weight; dropout only changes what reaches O.
-        l = l * corr + vec4<f32>(ffw_sum4(s[0]), ffw_sum4(s[1]), ffw_sum4(s[2]), ffw_sum4(s[3]));
+        // l is per own row (register order; with halves, components z, w are unused).
+        l = l * ff_own4(corr) + vec4<f32>(ffw_sum4(s[0]), ffw_sum4(s[1]), ffw_sum4(s[2]), ffw_sum4(s[3]));
         if (p.dropout_prob > 0.0) {
-            s = mat4x4<f32>(
-                s[0] * ff_keep4(bh, vec4<u32>(rows.x), kc),
-                s[1] * ff_keep4(bh, vec4<u32>(rows.y), kc),
-                s[2] * ff_keep4(bh, vec4<u32>(rows.z), kc),
-                s[3] * ff_keep4(bh, vec4<u32>(rows.w), kc)
-            );
+            s[0] *= ff_keep4(bh, vec4<u32>(own.x), kc);
+            s[1] *= ff_keep4(bh, vec4<u32>(own.y), kc);
+            if (ff_mine(2u)) {
+                s[2] *= ff_keep4(bh, vec4<u32>(own.z), kc);
+                s[3] *= ff_keep4(bh, vec4<u32>(own.w), kc);
+            }
         }
         ff_put_p(t, s);
         o.lo = mat4x4<f32>(o.lo[0] * corr.x, o.lo[1] * corr.y, o.lo[2] * corr.z, o.lo[3] * corr.w);

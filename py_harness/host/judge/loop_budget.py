@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ...config import AttentionConfig, ConfigError, kernel_window
-from ...kernels import FAST, FAST_ROWS
+from ...kernels import FAST, FAST_ROWS, Variant
 
 BUDGET = 65535  # LP_MAX_TGSI_LOOP_ITERATIONS
 OK_LIMIT = BUDGET + 1  # the largest count whose results are still right
@@ -187,9 +187,9 @@ def _fast_fwd(q0: int, cfg: AttentionConfig) -> int:
 # Per key-tile pass: which GEMMs one query tile runs (score tiles, pv tiles over Q/dO rows,
 # pv tiles over K rows) and the decrements of its masked exiting pass.
 _KEY_PASSES = {
-    "fa2f_bwd_dk_dv": (2, 2, 1, 7),  # head_dim <= 64: S and dP; dV, dK; dQ
-    "fa2f_bwd_dv": (1, 1, 0, 3),  # head_dim > 64: S; dV
-    "fa2f_bwd_dk_dq": (2, 1, 1, 6),  # head_dim > 64: S and dP; dK; dQ
+    "fa2f_bwd_dk_dv": (2, 2, 1, 7),  # one pass (the 64 and 256 families): S and dP; dV, dK; dQ
+    "fa2f_bwd_dv": (1, 1, 0, 3),  # two passes (the 128 family): S; dV
+    "fa2f_bwd_dk_dq": (2, 1, 1, 6),  # ... and S and dP; dK; dQ
 }
 
 
@@ -241,13 +241,15 @@ def fast_counts(cfg: AttentionConfig, kv_parts: int | None = None) -> dict[str, 
         for _, len_q, _, len_k in cfg.sequences():
             if len_q and len_k:
                 one = cfg.dense_sequence(len_q, len_k)
-                for entry, c in _fast_dense_counts(one, slots, parts).items():
+                for entry, c in _fast_dense_counts(one, slots, parts, chosen).items():
                     out[entry] = max(out.get(entry, 0), c)
         return out
-    return _fast_dense_counts(cfg, slots, parts)
+    return _fast_dense_counts(cfg, slots, parts, chosen)
 
 
-def _fast_dense_counts(cfg: AttentionConfig, slots: int, parts: int) -> dict[str, int]:
+def _fast_dense_counts(
+    cfg: AttentionConfig, slots: int, parts: int, chosen: Variant
+) -> dict[str, int]:
     out = {
         "fa2f_fwd": max(_fast_fwd(q0, cfg) for q0 in range(0, cfg.seq_q, FAST_ROWS)),
         "fa2f_bwd_pre": _cdiv(cfg.head_dim, 4) + 1,  # its head_dim loop
@@ -256,7 +258,8 @@ def _fast_dense_counts(cfg: AttentionConfig, slots: int, parts: int) -> dict[str
     }
     tiles = _cdiv(cfg.seq_k, FAST_ROWS)
     passes = [("fa2f_bwd_dk_dv", slots)]
-    if cfg.head_dim > 64:  # the dV pass takes one key tile per workgroup
+    if any(k.entry_point == "fa2f_bwd_dv" for k in chosen.backward):
+        # two passes; the dV pass takes one key tile per workgroup
         passes = [("fa2f_bwd_dv", tiles), ("fa2f_bwd_dk_dq", slots)]
     for entry, n in passes:
         out[entry] = max(
