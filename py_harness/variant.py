@@ -159,6 +159,10 @@ class Kernel:
     # head_dim FLOPs (S = Q K^T, P V, dP = dO V^T, ...): the roofline's FLOP count
     # (tools/roofline.py). 0: not counted (the pass's work is not GEMMs over the scores).
     gemms: int = 0
+    # Whether the pass touches dQ's partial sums in the scratch (role stats), or only its
+    # row stats [Delta, LSE] (the fast backward's Delta pass): the roofline's least traffic
+    # counts the sums only where it does (the scratch is otherwise G times dQ's size).
+    dq_sums: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.entry_point, str) or not _IDENT.fullmatch(self.entry_point):
@@ -202,6 +206,8 @@ class Kernel:
             raise ConfigError("key_parts", f"must be true or false, got {self.key_parts!r}")
         if isinstance(self.gemms, bool) or not isinstance(self.gemms, int) or self.gemms < 0:
             raise ConfigError("gemms", f"must be an int >= 0, got {self.gemms!r}")
+        if not isinstance(self.dq_sums, bool):
+            raise ConfigError("dq_sums", f"must be true or false, got {self.dq_sums!r}")
 
     @property
     def layout(self) -> tuple[tuple[int, str], ...]:
@@ -234,6 +240,7 @@ class Kernel:
             "cols_per_workgroup": self.cols_per_workgroup,
             "key_parts": self.key_parts,
             "gemms": self.gemms,
+            "dq_sums": self.dq_sums,
         }
 
     @classmethod
@@ -265,6 +272,7 @@ class Kernel:
                 d.get("cols_per_workgroup", 0),
                 d.get("key_parts", False),
                 d.get("gemms", 0),
+                d.get("dq_sums", True),
             )
 
 

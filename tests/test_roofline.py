@@ -69,6 +69,9 @@ def test_each_pass_gets_its_flops_bytes_and_rate() -> None:
     assert fwd.bytes == 4 * 4 * S * H * D + 4 * S * H + 16
     # dK/dQ binds Q, K, V, dO, dK, dV and the scratch (one partial dQ sum): more than fwd
     assert points["fa2f_bwd_dk_dq"].bytes > 6 * S * H * D * 4
+    # the Delta pass reads O, dO and the LSE and writes the row stats [Delta, LSE]: not the
+    # scratch's dQ sums, which it binds (counted, its GB/s exceeded the H200's HBM)
+    assert points["fa2f_bwd_pre"].bytes == 4 * (2 * S * H * D + S * H + 2 * S * H)
 
 
 def test_causal_halves_the_flops() -> None:

@@ -105,6 +105,9 @@ def test_a_valid_file_loads_with_kinds_from_the_wgsl(tmp_path: Path) -> None:
     assert v.forward.gemms == 0  # not counted unless the file says so
     counted = TOML.replace('heads = "num_heads"', 'heads = "num_heads"\ngemms = 2')
     assert load(write(tmp_path, counted)).variant.forward.gemms == 2
+    assert bwd.dq_sums  # a pass binding the scratch touches all of it unless the file says not
+    rows_only = TOML.replace('rows = "seq_k"', 'rows = "seq_k"\ndq_sums = false')
+    assert not load(write(tmp_path, rows_only)).variant.backward[0].dq_sums
     # it travels as data
     request = json.loads(json.dumps(loaded.request()))
     assert Variant.from_dict(request["variant"]) == v and request["sources"] == loaded.sources
@@ -147,6 +150,7 @@ def test_the_packed_kv_example_loads() -> None:
         ('rows = "seq_k"', 'rows = "keys"', ["rows: must be one of seq_q, seq_k, slots"]),
         ('rows = "seq_k"', 'rows = "seq_k"\nkey_parts = 1', ["key_parts: must be true or false"]),
         ('rows = "seq_k"', 'rows = "seq_k"\ngemms = -1', ["gemms: must be an int >= 0"]),
+        ('rows = "seq_k"', 'rows = "seq_k"\ndq_sums = 0', ["dq_sums: must be true or false"]),
         (
             'rows = "seq_k"',
             'rows = "seq_k"\nkey_parts = true',

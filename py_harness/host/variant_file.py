@@ -30,6 +30,9 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
                                             # (variant.Kernel.key_parts)
     gemms = 2                               # optional: score-matrix GEMMs per visible
                                             # (query, key) pair, for `py-harness roofline`
+    dq_sums = false                         # optional (default true): the pass touches
+                                            # only the row stats of the scratch, not dQ's
+                                            # partial sums (roofline's traffic)
 
     [[backward]]                            # one table per pass, dispatched in order
     ...
@@ -101,6 +104,7 @@ KERNEL_KEYS = (
     "cols_per_workgroup",
     "key_parts",
     "gemms",
+    "dq_sums",
 )
 # WebGPU's default limits, which a kernel needs no declaration to stay within.
 DEFAULT_LIMITS = {
@@ -255,6 +259,7 @@ class _KernelCheck:
                 self.table.get("cols_per_workgroup", 0),
                 self.table.get("key_parts", False),
                 self.table.get("gemms", 0),
+                self.table.get("dq_sums", True),
             )
         except ConfigError as exc:
             raise VariantFileError(f"{self.where}: {exc}") from None

@@ -11,7 +11,8 @@ peak, and its arithmetic intensity; `--plot` draws them on a roofline (hand-writ
   `bench`'s backward rate is of FlashAttention's 2.5x the forward.
 - Bytes: every storage buffer the pass binds, moved once (config.buffer_sizes, with the
   partial dQ sums and dK/dV copies the device's limits give, runner.Split, where the JSON
-  records them; else one sum, where the variant keeps any, and one copy):
+  records them; else one sum, where the variant keeps any, and one copy; the sums not for
+  a pass that touches only the scratch's row stats, Kernel.dq_sums):
   the least traffic the pass can have, so the intensity is an upper bound and a pass left
   of the ridge is memory-bound whatever its tiling.
 - Roofs: --peak-tflops (the H200's fp32 FMA peak, about 67: 132 SMs x 128 FMA lanes x
@@ -104,7 +105,8 @@ def pass_points(bench: dict) -> list[PassPoint]:
                 )
             # the uniforms (params, ALiBi slopes, sequence bounds) are read a few words at a time
             roles = [role for role, kind in kernel.bindings.values() if kind != UNIFORM]
-            floats = buffer_sizes(cfg, roles, slots=split.dq_slots, kv_parts=split.kv_parts)
+            slots = split.dq_slots if kernel.dq_sums else 0  # the scratch's part it touches
+            floats = buffer_sizes(cfg, roles, slots=slots, kv_parts=split.kv_parts)
             points.append(
                 PassPoint(
                     impl=row["impl"],
