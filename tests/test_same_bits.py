@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CASE = "d64-sq128-sk128-b2-h4"  # the control case
 
 
-def _same_bits(old: Path) -> subprocess.CompletedProcess[str]:
-    script = [sys.executable, str(ROOT / "scripts/same_bits.py"), str(old), "--case", CASE]
+def _same_bits(old: Path, case: str = CASE) -> subprocess.CompletedProcess[str]:
+    script = [sys.executable, str(ROOT / "scripts/same_bits.py"), str(old), "--case", case]
     return subprocess.run(script, capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
@@ -40,11 +40,5 @@ def test_a_copy_is_the_same_bits_and_a_planted_bug_is_not(tmp_path: Path) -> Non
 
 
 def test_an_unknown_case_is_named(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/same_bits.py"), str(tmp_path), "--case", "d9-x"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+    out = _same_bits(tmp_path, "d9-x")
     assert out.returncode == 2 and "--case: unknown d9-x" in out.stderr, out.stderr

@@ -116,10 +116,7 @@ class WorkerSession(_AdapterName):
         return f"the {self.runtime} worker {what}; its last words:\n{said}"
 
     def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
-        status, value, stack, _ = self._call(entry, [json.dumps(request)], ())
-        if status != "ok":
-            raise PageError(entry, value, stack)
-        return json.loads(value)
+        return self._call(entry, [json.dumps(request)], ())[0]
 
     def call_blobs(
         self, entry: str, request: dict[str, Any], blobs: Sequence[Bytes]
@@ -128,13 +125,12 @@ class WorkerSession(_AdapterName):
         if not self.takes_blobs:
             raise ValueError(f"the {self.runtime} worker takes no blobs")
         lengths = [memoryview(b).nbytes for b in blobs]
-        status, value, stack, out = self._call(entry, [json.dumps(request), lengths], blobs)
-        if status != "ok":
-            raise PageError(entry, value, stack)
-        return json.loads(value), out
+        return self._call(entry, [json.dumps(request), lengths], blobs)
 
-    def _call(self, entry: str, fields: list, blobs: Sequence[Bytes]) -> list:
-        """[status, value, stack, blobs] of one call."""
+    def _call(
+        self, entry: str, fields: list, blobs: Sequence[Bytes]
+    ) -> tuple[dict[str, Any], list[bytes]]:
+        """One call's reply and the blobs after it; an error reply raises PageError."""
         if self._proc is None or self._proc.poll() is not None:
             self.close()
             self._open()
@@ -147,7 +143,10 @@ class WorkerSession(_AdapterName):
             self._proc.stdin.flush()
         except OSError:  # the child died between calls; _wait reports how
             pass
-        return self._wait(call_id, entry, self.timeout_s)
+        status, value, stack, out = self._wait(call_id, entry, self.timeout_s)
+        if status != "ok":
+            raise PageError(entry, value, stack)
+        return json.loads(value), out
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
