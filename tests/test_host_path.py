@@ -201,6 +201,16 @@ def test_copy_out_copies_every_byte(nbytes: int) -> None:
 
 
 @pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("nbytes", [0, 4, 4096, 3 * 4096 + 12, 40000])
+def test_copy_into_fills_the_first_bytes_only(nbytes: int) -> None:
+    src = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    dst = bytearray(b"\xa5" * (nbytes + 9))
+    host_memory.copy_into(memoryview(dst), src.tobytes())
+    assert dst[:nbytes] == src.tobytes()
+    assert dst[nbytes:] == b"\xa5" * 9
+
+
+@pytest.mark.usefixtures("small_chunks")
 def test_threaded_finite_check_finds_each_kind_in_each_chunk() -> None:
     """NaN, +Inf and -Inf at the first and last float, on chunk boundaries and inside: the
     threaded check says what config.any_nonfinite says, over 4 chunks of 4 KiB."""

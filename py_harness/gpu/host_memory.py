@@ -3,8 +3,11 @@
 A case at S = 4096 moves 64-128 MB each way between Python and the GPU's staging memory.
 On the H200's host (16 cores), for 128 MB: `bytes()` of a mapped range took 110-134 ms
 (its fresh 4 KiB pages fault one at a time), copy_out 10-13 ms; the finite-input check as
-bytes operations (config.any_nonfinite) 62-63 ms, any_nonfinite here 5-7 ms. NumPy
-releases the GIL in both. Measured by `python scripts/case_overhead.py --copies`
+bytes operations (config.any_nonfinite) 62-63 ms, any_nonfinite here 5-7 ms (`python
+scripts/case_overhead.py --copies`). Taking a case's buffers and filling them with
+its 128 MB of inputs (`case_overhead.py`'s create_buffers step, medians over wgpu and Dawn,
+causal or not): 10-14 ms with wgpu-py's write_mapped filling the upload's mapped range (one
+thread, under the GIL), 6-7 ms with copy_into. NumPy releases the GIL in each
 (docs/results-h200.md).
 
 CPython with NumPy only: the Pyodide wheel leaves this module out (build_wheel.HOST_ONLY).
@@ -51,6 +54,18 @@ def copy_out(view: memoryview) -> memoryview:
 
     _map(copy, _chunks(len(src)))
     return memoryview(dst)
+
+
+def copy_into(dst: memoryview, src: bytes | memoryview) -> None:
+    """src's bytes into the first len(src) bytes of dst (e.g. a mapped range being filled
+    for an upload), over threads."""
+    s = np.frombuffer(src, np.uint8)
+    d = np.frombuffer(dst, np.uint8, count=len(s))
+
+    def copy(a: int, b: int) -> None:
+        np.copyto(d[a:b], s[a:b])
+
+    _map(copy, _chunks(len(s)))
 
 
 def any_nonfinite(data: bytes | memoryview) -> bool:
