@@ -200,6 +200,44 @@ def test_copy_out_copies_every_byte(nbytes: int) -> None:
     assert np.shares_memory(np.frombuffer(got, np.uint8), src) is False
 
 
+def _address(data: memoryview) -> int:
+    return np.frombuffer(data, np.uint8).ctypes.data
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_copy_out_refills_memory_only_once_nothing_holds_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A repeated size reuses the last copy's memory (fresh pages are what made the copy
+    slow), but never while the copy or anything made from it is alive."""
+    monkeypatch.setattr(host_memory, "_destinations", host_memory._Destinations())
+    rng = np.random.default_rng(7)
+    srcs = [rng.integers(0, 256, 40000, dtype=np.uint8).tobytes() for _ in range(4)]
+    first = host_memory.copy_out(memoryview(srcs[0]))
+    at = _address(first)
+    second = host_memory.copy_out(memoryview(srcs[1]))  # first still held
+    assert _address(second) != at and bytes(first) == srcs[0]
+    part = np.frombuffer(first[100:200], np.uint8)  # a view made from the first copy
+    del first, second
+    third = host_memory.copy_out(memoryview(srcs[2]))  # second's memory is free, not first's
+    assert _address(third) != at and part.tobytes() == srcs[0][100:200]
+    del part
+    fourth = host_memory.copy_out(memoryview(srcs[3]))
+    assert _address(fourth) == at and bytes(fourth) == srcs[3] and bytes(third) == srcs[2]
+
+
+def test_copy_out_keeps_at_most_max_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    kept = host_memory._Destinations()
+    monkeypatch.setattr(kept, "MAX_BYTES", 25000)
+    monkeypatch.setattr(host_memory, "_destinations", kept)
+    for n in (10000, 10004, 10008):  # the third pushes the oldest free one out
+        host_memory.copy_out(memoryview(bytes(n)))
+    assert [a.nbytes for a, _ in kept._kept] == [10004, 10008]
+    held = [host_memory.copy_out(memoryview(bytes(20000))) for _ in range(2)]
+    assert sum(a.nbytes for a, _ in kept._kept) == 40000  # in use: kept over the limit
+    del held
+
+
 @pytest.mark.usefixtures("small_chunks")
 @pytest.mark.parametrize("nbytes", [0, 4, 4096, 3 * 4096 + 12, 40000])
 def test_copy_into_fills_the_first_bytes_only(nbytes: int) -> None:
