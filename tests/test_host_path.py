@@ -200,6 +200,11 @@ def test_copy_out_copies_every_byte(nbytes: int) -> None:
     assert np.shares_memory(np.frombuffer(got, np.uint8), src) is False
 
 
+def test_copy_out_takes_any_format() -> None:
+    floats = memoryview(np.arange(1000, dtype="<f4"))  # len() counts floats, not bytes
+    assert bytes(host_memory.copy_out(floats)) == floats.tobytes()
+
+
 def _address(data: memoryview) -> int:
     return np.frombuffer(data, np.uint8).ctypes.data
 

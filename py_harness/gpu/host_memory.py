@@ -71,8 +71,8 @@ class _Destinations:
         return np.empty(nbytes, np.uint8)
 
     def hand_out(self, arr: np.ndarray) -> memoryview:
-        """A view of arr for the caller; arr is kept for reuse once that view is gone
-        (the oldest free arrays make room, and a larger one than MAX_BYTES is not kept)."""
+        """A view of arr for the caller; arr is kept for reuse once that view is gone.
+        Past MAX_BYTES kept, the oldest free arrays are let go (those in use stay)."""
         view = arr[:]
         with self._lock:
             self._kept.append((arr, weakref.ref(view)))
@@ -91,13 +91,8 @@ def copy_out(view: memoryview) -> memoryview:
     """A copy of `view`'s bytes (e.g. a mapped range about to be unmapped) in host memory
     that nothing else refers to, made over threads; bytes-like, as Device.read_buffers
     returns."""
-    src = np.frombuffer(view, np.uint8)
-    dst = _destinations.take(len(src))
-
-    def copy(a: int, b: int) -> None:
-        np.copyto(dst[a:b], src[a:b])
-
-    _map(copy, _chunks(len(src)))
+    dst = _destinations.take(memoryview(view).nbytes)
+    copy_into(memoryview(dst), view)
     return _destinations.hand_out(dst)
 
 

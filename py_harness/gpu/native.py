@@ -111,9 +111,9 @@ class NativeDevice(Device):
         staging = self.staging_buffer(total, ("MAP_WRITE", "COPY_SRC")).handle
         self._guard("mapAsync(WRITE)", lambda: staging.map_sync(gpu.MapMode.WRITE, 0, total))
         try:
-            # write_mapped copies in one thread (wgpu-py under the GIL): 13 ms of a case's
-            # 128 MB on the H200's host. A writable view of the mapped range (valid until
-            # unmap) takes the copy over threads.
+            # write_mapped copies in one thread (wgpu-py, under the GIL): a case's buffers
+            # took 10-14 ms to fill at 128 MB on the H200's host, 6-7 through a writable
+            # view of the mapped range (valid until unmap) and copies over threads.
             mapped = staging._experimental_get_mapped_range(0, total)
             for s, d in zip(spans, data, strict=True):
                 host_memory.copy_into(mapped[s.offset : s.offset + s.nbytes], d)
