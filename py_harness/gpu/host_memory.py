@@ -1,15 +1,17 @@
 """Host-side copies and scans of large tensors over threads, for the native backends.
 
 A case at S = 4096 moves 64-128 MB each way between Python and the GPU's staging memory.
-On the H200's host (16 cores), for 128 MB: `bytes()` of a mapped range took 110-134 ms
-(its fresh 4 KiB pages fault one at a time), copy_out 10-13 ms into new memory; the
-finite-input check as bytes operations (config.any_nonfinite) 62-63 ms, any_nonfinite here
-5-7 ms (`python scripts/case_overhead.py --copies`). A case's two reads, 128 MB, took
-18.6-19.8 ms (medians) with copy_out filling new memory each time, 11.4-12.5 ms with it
-filling memory it filled before (_Destinations; `case_overhead.py`'s read_buffers). Taking
-a case's buffers and filling them with its 128 MB of inputs (create_buffers there): 10-14
-ms with wgpu-py's write_mapped filling the upload's mapped range (one thread, under the
-GIL), 6-7 ms with copy_into. NumPy releases the GIL in each (docs/results-h200.md).
+On the H200's host (16 cores), for 128 MB (`python scripts/case_overhead.py --copies`):
+`bytes()` of a mapped range took 110-134 ms (its fresh 4 KiB pages fault one at a time),
+copy_out 10-13 ms into new memory and 4.3-6.7 ms into memory it filled before
+(_Destinations); the finite-input check as bytes operations (config.any_nonfinite) 62-63
+ms, any_nonfinite here 5-7 ms; 16 threads instead of 8 changed neither. A case's two
+reads, 128 MB, took 18.6-19.8 ms (medians) with copy_out filling new memory each time,
+11.4-12.5 ms with it filling memory it filled before (`case_overhead.py`'s read_buffers
+step). Taking a case's buffers and filling them with its 128 MB of inputs (create_buffers
+there): 10-14 ms with wgpu-py's write_mapped filling the upload's mapped range (one thread,
+under the GIL), 6-7 ms with copy_into. NumPy releases the GIL in each
+(docs/results-h200.md).
 
 CPython with NumPy only: the Pyodide wheel leaves this module out (build_wheel.HOST_ONLY).
 """
