@@ -257,13 +257,15 @@ def _fast_dense_counts(
         "fa2f_bwd_kv_sum": parts + 1,  # its loop over the copies of dK and dV
     }
     tiles = _cdiv(cfg.seq_k, FAST_ROWS)
-    passes = [("fa2f_bwd_dk_dv", slots)]
-    if any(k.entry_point == "fa2f_bwd_dv" for k in chosen.backward):
-        # two passes; the dV pass takes one key tile per workgroup
-        passes = [("fa2f_bwd_dv", tiles), ("fa2f_bwd_dk_dq", slots)]
-    for entry, n in passes:
-        out[entry] = max(
-            _fast_key_pass(entry, s, n, cfg, p, parts) for s in range(n) for p in range(parts)
+    for kernel in chosen.backward:  # the chosen family's key-tile pass(es)
+        if kernel.entry_point not in _KEY_PASSES:
+            continue
+        # the dV pass (rows seq_k) takes one key tile per workgroup; the others, a slot's
+        n = tiles if kernel.rows == "seq_k" else slots
+        out[kernel.entry_point] = max(
+            _fast_key_pass(kernel.entry_point, s, n, cfg, p, parts)
+            for s in range(n)
+            for p in range(parts)
         )
     return out
 
