@@ -515,10 +515,13 @@ def validate_sizes(
 def check_input_bytes(
     cfg: AttentionConfig,
     tensors: dict[str, bytes],
-    scan: Callable[[bytes], bool] | None = None,
+    scan: Callable[[list[bytes]], list[bool]] | None = None,
 ) -> None:
-    """Each tensor must be exactly the f32 byte length its shape asks for, and finite
-    (check_finite; scan: a faster any_nonfinite, e.g. the native backends' threaded one)."""
+    """Each tensor must be exactly the f32 byte length its shape asks for, then finite
+    (check_finite). scan: which of the tensors hold an Inf or NaN, all asked at once (the
+    native backends spread them over threads: Device.scan_nonfinite); by default
+    any_nonfinite on each."""
+    present: dict[str, bytes] = {}
     for name, elems in cfg.input_elems().items():
         data = tensors.get(name)
         if data is None:
@@ -531,7 +534,15 @@ def check_input_bytes(
                 f"has {len(data)} bytes; shape wants {elems} float32 values = "
                 f"{elems * F32_BYTES} bytes",
             )
-        check_finite(name, data, allow_neg_inf=name == "mask", scan=scan)
+        present[name] = data
+    flagged = (scan or _each_nonfinite)(list(present.values()))
+    for (name, data), bad in zip(present.items(), flagged, strict=True):
+        if bad:
+            _refuse_nonfinite(name, data, allow_neg_inf=name == "mask")
+
+
+def _each_nonfinite(tensors: list[bytes]) -> list[bool]:
+    return [any_nonfinite(t) for t in tensors]
 
 
 # bytes.translate tables over a float32's two high bytes (little-endian): its exponent is
@@ -553,20 +564,15 @@ def any_nonfinite(data: bytes) -> bool:
     return flags & int.from_bytes(data[2::4].translate(_EXP_LOW), "little") != 0
 
 
-def check_finite(
-    name: str,
-    data: bytes,
-    allow_neg_inf: bool = False,
-    scan: Callable[[bytes], bool] | None = None,
-) -> None:
-    """Refuse NaN and +-Inf (a mask may hold -inf: that is how it masks a key).
+def _refuse_nonfinite(name: str, data: bytes, allow_neg_inf: bool) -> None:
+    """Refuse NaN and +-Inf (a mask may hold -inf: that is how it masks a key): a
+    ConfigError naming the first float that is not allowed, if any.
 
     The kernels would turn a NaN into NaN gradients for a whole row, or silently treat it
-    as masked; either way a pass would not mean what it says. any_nonfinite finds out at C
-    speed; only when it says yes does the slow scan look for the first one.
+    as masked; either way a pass would not mean what it says. The scan (any_nonfinite at
+    C speed, or the threaded one) finds out; only when it says yes does this slow one look
+    for the first.
     """
-    if not (scan or any_nonfinite)(data):
-        return
     values = array("f")
     values.frombytes(data)
     for i, x in enumerate(values):

@@ -21,7 +21,7 @@ from .config import (
     validate,
     validate_sizes,
 )
-from .gpu.device import Buffer, Bytes, ComputePass, Device, Pipeline
+from .gpu.device import Buffer, Bytes, ComputePass, Device, Pipeline, Submitted
 from .kernels import SEED, Kernel, Variant
 from .params import pack_params
 
@@ -107,7 +107,7 @@ class AttentionRunner:
         chosen = self.variant.for_head_dim(cfg.head_dim, self.device.limits)
         # before the tensors are looked at: a too-large case needs none
         validate_sizes(cfg, self.device.limits, chosen.storage_roles)
-        check_input_bytes(cfg, tensors, self.device.any_nonfinite)
+        check_input_bytes(cfg, tensors, self.device.scan_nonfinite)
         if backward and "d_out" not in tensors:
             check_input_bytes(cfg, {**tensors, "d_out": b""})
         self.check_limits()
@@ -123,35 +123,37 @@ class AttentionRunner:
             bufs = create_buffers(dev, cfg, tensors, split, chosen)
             await dev.pop_error_scopes("buffers")
 
-            fwd_ms = await self._dispatch(cfg, (chosen.forward,), bufs, split)
-            timings["forward_ms"] = fwd_ms
-            outputs = await read_outputs(dev, cfg, bufs, ("o", "lse"))
+            # Run -1 is the forward, runs 0.. the backward. Each is submitted before the
+            # one before it is read (Device.submit): the GPU starts the backward while the
+            # forward's outputs are copied out.
+            reads = {-1: OutputReads.of(cfg, bufs, ("o", "lse"))}
+            reads |= dict.fromkeys(
+                range(backward_runs if backward else 0), OutputReads.of(cfg, bufs, GRADIENTS)
+            )
+            outputs: dict[str, Bytes] = {}
             digests: list[str] = []
-            if backward:
-                for run in range(backward_runs):
-                    ms = await self._dispatch(cfg, chosen.backward, bufs, split)
-                    grads = await read_outputs(dev, cfg, bufs, GRADIENTS)
-                    if backward_runs > 1:  # what they are for: runs compared bit for bit
-                        digests.append(_digest(grads))
-                    if run == 0:
-                        timings["backward_ms"] = ms
-                        outputs.update(grads)
+            pending: list[tuple[int, Submitted]] = []
+            try:
+                for run in reads:
+                    kernels = chosen.backward if run >= 0 else (chosen.forward,)
+                    passes = await self.passes(cfg, kernels, bufs, split)
+                    pending.append((run, await dev.submit(passes, reads[run].reads)))
+                    while pending and (len(pending) > 1 or run == max(reads)):
+                        done, work = pending.pop(0)
+                        ms, data = await dev.collect(work)  # which releases it, raising or not
+                        got = reads[done].unpack(cfg, data)
+                        if done <= 0:  # the forward's outputs, the first backward's
+                            timings["backward_ms" if done == 0 else "forward_ms"] = ms
+                            outputs.update(got)
+                        if done >= 0 and backward_runs > 1:  # runs compared bit for bit
+                            digests.append(_digest(got))
+            finally:
+                for _, work in pending:
+                    dev.discard(work)
             source = "timestamp-query" if dev.has_timestamps else "wall-clock"
             return RunResult(outputs, timings, source, digests)
         finally:
             dev.release_buffers(list(bufs.values()))
-
-    async def _dispatch(
-        self,
-        cfg: AttentionConfig,
-        kernels: tuple[Kernel, ...],
-        bufs: dict[str, Buffer],
-        split: Split,
-    ) -> float:
-        passes = await self.passes(cfg, kernels, bufs, split)
-        t0 = time.perf_counter()
-        gpu_ms = await self.device.run_passes(passes)
-        return gpu_ms if gpu_ms is not None else (time.perf_counter() - t0) * 1e3
 
     async def passes(
         self,
@@ -214,21 +216,39 @@ def create_buffers(
     return bufs
 
 
+@dataclass(frozen=True)
+class OutputReads:
+    """How to read named outputs: each role's buffer read for exactly its tensor's floats
+    (buffers are allocated in whole vec4s), a packed gradient split after (packing.py)."""
+
+    names: tuple[str, ...]
+    roles: tuple[str, ...]  # the buffers read, in order
+    parts: dict[str, list[str]]  # role -> the names read out of it
+    reads: list[tuple[Buffer, int]]  # Device.read_buffers's (buffer, nbytes)
+
+    @classmethod
+    def of(
+        cls, cfg: AttentionConfig, bufs: dict[str, Buffer], names: tuple[str, ...]
+    ) -> OutputReads:
+        parts = {role: [n for n in PACKED.get(role, (role,)) if n in names] for role in bufs}
+        roles = tuple(role for role, wanted in parts.items() if wanted)
+        sizes = buffer_sizes(cfg, roles)
+        return cls(names, roles, parts, [(bufs[role], 4 * sizes[role]) for role in roles])
+
+    def unpack(self, cfg: AttentionConfig, data: list[Bytes]) -> dict[str, Bytes]:
+        out: dict[str, Bytes] = {}
+        for role, raw in zip(self.roles, data, strict=True):
+            got = packing.unpack(cfg, role, raw) if role in PACKED else {role: raw}
+            out.update((n, got[n]) for n in self.parts[role])
+        return {n: out[n] for n in self.names}  # Variant's checks: each is bound, whole or packed
+
+
 async def read_outputs(
     dev: Device, cfg: AttentionConfig, bufs: dict[str, Buffer], names: tuple[str, ...]
 ) -> dict[str, Bytes]:
-    """The named outputs' bytes (each exactly its tensor's floats: buffers are allocated in
-    whole vec4s), split out of a packed gradient where the variant binds one; read in one
-    batch (Device.read_buffers)."""
-    wanted = {role: [n for n in PACKED.get(role, (role,)) if n in names] for role in bufs}
-    roles = [role for role, parts in wanted.items() if parts]
-    sizes = buffer_sizes(cfg, tuple(roles))
-    data = await dev.read_buffers([(bufs[role], 4 * sizes[role]) for role in roles])
-    out: dict[str, Bytes] = {}
-    for role, raw in zip(roles, data, strict=True):
-        parts = packing.unpack(cfg, role, raw) if role in PACKED else {role: raw}
-        out.update((n, parts[n]) for n in wanted[role])
-    return {n: out[n] for n in names}  # Variant's checks: each is bound, whole or packed
+    """The named outputs' bytes, read in one batch (Device.read_buffers; OutputReads)."""
+    reads = OutputReads.of(cfg, bufs, names)
+    return reads.unpack(cfg, await dev.read_buffers(reads.reads))
 
 
 def _digest(grads: dict[str, Bytes]) -> str:

@@ -8,7 +8,9 @@ are mapped back from module lines to file:line:column.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 
 FORWARD_FILE = "flash_attention_v2.wgsl"
 BACKWARD_FILE = "flash_attention_v2_backward.wgsl"
@@ -21,9 +23,15 @@ class ShaderModuleSource:
     label: str
     parts: tuple[tuple[str, str], ...]  # (file name, text)
 
-    @property
+    @cached_property
     def code(self) -> str:
         return "\n".join(text for _, text in self.parts)
+
+    @cached_property
+    def digest(self) -> str:
+        """sha256 of the code: a device's pipeline cache key, asked for on every case
+        (hashing the fast variant's modules again each time cost about 0.3 ms a case)."""
+        return hashlib.sha256(self.code.encode()).hexdigest()
 
     def locate(self, line: int) -> tuple[str, int]:
         """Module line (1-based) -> (file name, line in that file)."""

@@ -4,17 +4,19 @@
         [--heads 16] [--causal] [--runs 4] [--fresh] [--copies]
 
 Wraps the Device's methods and the runner's steps in a wall clock and prints, per run of
-one case (fast variant, B = 1), its wall time, GPU time (timestamps) and the time in
-each step: the finite-input check, taking buffers (new or the last run's) and uploads,
-dispatches, readbacks, giving the buffers back. The steps nest (create_buffers holds
-acquire_buffers and write_buffer; read_outputs holds read_buffers), so they do not add
-up. Each run reuses the previous run's buffers, as repeated runs of one shape do (draws,
-bench); --fresh destroys them first, as a matrix of different shapes does. --copies times
-the parts of one readback of 128 MB instead: making a MAP_READ staging buffer, the GPU
-copy and map, the copy out of the mapping (as bytes, and as the native backends make it
-over threads), the finite-input check (bytes operations, and threaded), and a plain host
-copy for comparison. The H200's figures are in docs/results-h200.md.
-"""
+one case (fast variant, B = 1), its wall time, GPU time (timestamps) and the time in each
+step: the finite-input check, taking buffers (new or the last run's) and uploads, each
+dispatch submitted with its readback (submit), waited for and read (collect: the GPU time
+not yet past, one map and the copies out of the mapping, copy_out), giving the buffers
+back. The steps nest (create_buffers holds acquire_buffers and write_buffers; collect
+holds copy_out) and the GPU works during the host's steps (the backward is submitted
+before the forward's outputs are read), so they do not add up. Each run reuses the
+previous run's buffers, as repeated runs of one shape do (draws, bench); --fresh destroys
+them first, as a matrix of different shapes does. --copies times the parts of one readback
+of 128 MB instead: making a MAP_READ staging buffer, the GPU copy and map, the copy out of
+the mapping (as bytes, and as the native backends make it over threads), the finite-input
+check (bytes operations, and threaded), and a plain host copy for comparison. The H200's
+figures are in docs/results-h200.md."""
 
 from __future__ import annotations
 
@@ -70,11 +72,11 @@ async def steps(args: argparse.Namespace) -> None:
     }
     run = runner.AttentionRunner(dev, shader_sources(), variant("fast"))
     await run.run(cfg, x)  # compiles, and warms every path
-    steps = ("any_nonfinite", "acquire_buffers", "write_buffer", "release_buffers")
-    for name in (*steps, "read_buffers", "run_passes"):
+    steps = ("scan_nonfinite", "acquire_buffers", "write_buffers", "release_buffers")
+    for name in (*steps, "submit", "collect"):
         _timed(dev, name)
-    for name in ("create_buffers", "read_outputs"):
-        _timed(runner, name)
+    _timed(runner, "create_buffers")
+    _timed(host_memory, "copy_out")
     for _ in range(args.runs):
         if args.fresh:
             dev.destroy_released()
@@ -112,7 +114,7 @@ async def copies(args: argparse.Namespace) -> None:
         out = bytes(mapped)
         row["copy out of the mapping"] = time.perf_counter() - t
         t = time.perf_counter()
-        host_memory.copy_out(mapped)
+        host_memory.copy_out([mapped])
         row["copy out over threads"] = time.perf_counter() - t
         del mapped
         staging.unmap()
@@ -121,7 +123,7 @@ async def copies(args: argparse.Namespace) -> None:
         config.any_nonfinite(out)
         row["finite check"] = time.perf_counter() - t
         t = time.perf_counter()
-        host_memory.any_nonfinite(out)
+        host_memory.nonfinite([out])
         row["finite check over threads"] = time.perf_counter() - t
         held = bytearray(n)
         t = time.perf_counter()

@@ -29,11 +29,16 @@ class NoGPUWorkDevice(Device):
     _clear_buffers = _gpu_work
     _timestamp_queries = _encoder = _encode_pass = _resolve_queries = _gpu_work
 
-    async def _read_group(self, spans, total):  # noqa: ANN001
+    _encode_copy = _gpu_work
+
+    async def _map_read(self, staging, spans, total):  # noqa: ANN001
         self._gpu_work()
 
     async def _create_pipeline(self, module, entry_point, layout):  # noqa: ANN001
         self._gpu_work()
 
-    async def _submit_and_wait(self, encoder):  # noqa: ANN001
+    async def _submit(self, encoder):  # noqa: ANN001
+        self._gpu_work()
+
+    async def _wait(self):  # noqa: ANN202
         self._gpu_work()

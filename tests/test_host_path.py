@@ -16,7 +16,7 @@ import pytest
 from py_harness import config, runner
 from py_harness.config import AttentionConfig
 from py_harness.gpu import host_memory
-from py_harness.gpu.device import Buffer
+from py_harness.gpu.device import KEPT_READBACKS, Buffer
 from py_harness.host import variants
 from py_harness.host.judge.cases import Case
 from py_harness.host.judge.inputs import make_inputs
@@ -135,6 +135,11 @@ async def _reuse_report(impl: str) -> dict[str, bool]:
         for x in inputs:
             result = await run.run(cfg, x)
         got.append({n: bytes(v) for n, v in result.outputs.items()})
+    # Each dispatch is submitted before the last one is read: three backward runs in a row
+    # give the bits of one, and a forward alone its own outputs only.
+    repeated = await run.run(cfg, draws[-1], backward_runs=3)
+    forward = await run.run(cfg, draws[-1], backward=False)
+    grads = ("dq", "dk", "dv")
     spares = list(dev._spares)
     for buf in spares:
         dev.write_buffer(buf, b"\x07" * buf.size)
@@ -156,6 +161,13 @@ async def _reuse_report(impl: str) -> dict[str, bool]:
         "kept": any(again is buf for buf in spares),
         "cleared": bytes(zeros) == bytes(again.size),
         "grouped": [bytes(b) for b in back] == written,
+        "repeated runs": len(set(repeated.backward_digests)) == 1
+        and len(repeated.backward_digests) == 3
+        and all(bytes(repeated.outputs[n]) == got[1][n] for n in grads),
+        "forward alone": sorted(forward.outputs) == ["lse", "o"]
+        and "backward_ms" not in forward.timings_ms
+        and all(bytes(forward.outputs[n]) == got[1][n] for n in ("o", "lse")),
+        "readbacks kept": len(dev._readbacks) <= KEPT_READBACKS,
     }
 
 
@@ -179,7 +191,17 @@ def test_reused_buffers_give_the_bits_of_new_ones(impl: str) -> None:
         check=True,
     ).stdout
     assert json.loads(out.splitlines()[-1]) == dict.fromkeys(
-        ("outputs", "same bits", "kept", "cleared", "grouped"), True
+        (
+            "outputs",
+            "same bits",
+            "kept",
+            "cleared",
+            "grouped",
+            "repeated runs",
+            "forward alone",
+            "readbacks kept",
+        ),
+        True,
     )
 
 
@@ -195,14 +217,14 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_copy_out_copies_every_byte(nbytes: int) -> None:
     src = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
     view = memoryview(src.tobytes())
-    got = host_memory.copy_out(view)
+    [got] = host_memory.copy_out([view])
     assert bytes(got) == view.tobytes()
     assert np.shares_memory(np.frombuffer(got, np.uint8), src) is False
 
 
 def test_copy_out_takes_any_format() -> None:
     floats = memoryview(np.arange(1000, dtype="<f4"))  # len() counts floats, not bytes
-    assert bytes(host_memory.copy_out(floats)) == floats.tobytes()
+    assert bytes(host_memory.copy_out([floats])[0]) == floats.tobytes()
 
 
 def _address(data: memoryview) -> int:
@@ -218,16 +240,16 @@ def test_copy_out_refills_memory_only_once_nothing_holds_it(
     monkeypatch.setattr(host_memory, "_destinations", host_memory._Destinations())
     rng = np.random.default_rng(7)
     srcs = [rng.integers(0, 256, 40000, dtype=np.uint8).tobytes() for _ in range(4)]
-    first = host_memory.copy_out(memoryview(srcs[0]))
+    first = host_memory.copy_out([memoryview(srcs[0])])[0]
     at = _address(first)
-    second = host_memory.copy_out(memoryview(srcs[1]))  # first still held
+    second = host_memory.copy_out([memoryview(srcs[1])])[0]  # first still held
     assert _address(second) != at and bytes(first) == srcs[0]
     part = np.frombuffer(first[100:200], np.uint8)  # a view made from the first copy
     del first, second
-    third = host_memory.copy_out(memoryview(srcs[2]))  # second's memory is free, not first's
+    third = host_memory.copy_out([memoryview(srcs[2])])[0]  # second's memory is free, not first's
     assert _address(third) != at and part.tobytes() == srcs[0][100:200]
     del part
-    fourth = host_memory.copy_out(memoryview(srcs[3]))
+    fourth = host_memory.copy_out([memoryview(srcs[3])])[0]
     assert _address(fourth) == at and bytes(fourth) == srcs[3] and bytes(third) == srcs[2]
 
 
@@ -236,9 +258,9 @@ def test_copy_out_keeps_at_most_max_bytes(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(kept, "MAX_BYTES", 25000)
     monkeypatch.setattr(host_memory, "_destinations", kept)
     for n in (10000, 10004, 10008):  # the third pushes the oldest free one out
-        host_memory.copy_out(memoryview(bytes(n)))
+        host_memory.copy_out([memoryview(bytes(n))])
     assert [a.nbytes for a, _ in kept._kept] == [10004, 10008]
-    held = [host_memory.copy_out(memoryview(bytes(20000))) for _ in range(2)]
+    held = host_memory.copy_out([memoryview(bytes(20000)) for _ in range(2)])
     assert sum(a.nbytes for a, _ in kept._kept) == 40000  # in use: kept over the limit
     del held
 
@@ -248,7 +270,7 @@ def test_copy_out_keeps_at_most_max_bytes(monkeypatch: pytest.MonkeyPatch) -> No
 def test_copy_into_fills_the_first_bytes_only(nbytes: int) -> None:
     src = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
     dst = bytearray(b"\xa5" * (nbytes + 9))
-    host_memory.copy_into(memoryview(dst), src.tobytes())
+    host_memory.copy_into([(memoryview(dst), src.tobytes())])
     assert dst[:nbytes] == src.tobytes()
     assert dst[nbytes:] == b"\xa5" * 9
 
@@ -259,14 +281,42 @@ def test_threaded_finite_check_finds_each_kind_in_each_chunk() -> None:
     threaded check says what config.any_nonfinite says, over 4 chunks of 4 KiB."""
     base = np.random.default_rng(1).standard_normal(4 * 1024 + 3).astype("<f4")
     assert len(host_memory._chunks(base.nbytes)) == 3  # THREADS chunks at most
-    assert not host_memory.any_nonfinite(base.tobytes())
+    assert host_memory.nonfinite([base.tobytes()]) == [False]
     for bad in (np.nan, np.inf, -np.inf):
         for at in (0, 1023, 1024, 2048, 3000, len(base) - 1):
             x = base.copy()
             x[at] = bad
-            assert host_memory.any_nonfinite(x.tobytes()), (bad, at)
+            assert host_memory.nonfinite([x.tobytes()]) == [True], (bad, at)
             assert config.any_nonfinite(x.tobytes())
-    assert not host_memory.any_nonfinite(b"")
+    assert host_memory.nonfinite([b""]) == [False]
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_several_tensors_are_cut_across_the_threads_as_one() -> None:
+    """A case's tensors go to the threads as one run of bytes: a thread's task may hold the
+    end of one and the start of the next. Each is copied to its own destination and judged
+    finite or not on its own, whatever its size (empty, one float, across tasks)."""
+    rng = np.random.default_rng(3)
+    sizes = [5000, 0, 1, 3000, 7]  # floats
+    tensors = [rng.standard_normal(n).astype("<f4") for n in sizes]
+    tasks = host_memory._tasks([t.nbytes for t in tensors])
+    assert len(tasks) == 3 and any(len(pieces) > 1 for pieces in tasks)
+    assert host_memory.nonfinite([t.tobytes() for t in tensors]) == [False] * 5
+    for i in (0, 2, 3, 4):
+        for at in (0, -1):
+            bad = [t.copy() for t in tensors]
+            bad[i][at] = np.nan
+            got = host_memory.nonfinite([t.tobytes() for t in bad])
+            assert got == [j == i for j in range(5)], (i, at)
+    dsts = [bytearray(t.nbytes + 3) for t in tensors]
+    host_memory.copy_into(
+        [(memoryview(d), t.tobytes()) for d, t in zip(dsts, tensors, strict=True)]
+    )
+    assert [bytes(d[: t.nbytes]) for d, t in zip(dsts, tensors, strict=True)] == [
+        t.tobytes() for t in tensors
+    ]
+    copies = host_memory.copy_out([memoryview(t) for t in tensors])
+    assert [bytes(c) for c in copies] == [t.tobytes() for t in tensors]
 
 
 def test_blobs_and_base64_bring_back_the_same_bits(harness) -> None:  # noqa: ANN001

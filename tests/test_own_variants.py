@@ -247,10 +247,20 @@ class Recorder(NoGPUWorkDevice):
     def write_buffer(self, buffer: Buffer, data: bytes) -> None:
         buffer.handle[: len(data)] = data
 
-    async def _read_group(self, spans: list[Span], total: int) -> list[bytes]:
+    def _encoder(self) -> list:
+        return []
+
+    def _encode_copy(self, encoder: list, src: Buffer, dst: Buffer, at: int, n: int) -> None:
+        encoder.append((src, dst, at, n))
+
+    async def _submit(self, encoder: list) -> None:
+        for src, dst, at, n in encoder:
+            dst.handle[at : at + n] = src.handle[:n]
+
+    async def _map_read(self, staging: Buffer, spans: list[Span], total: int) -> list[bytes]:
         self.groups.append([(s.buffer.label, s.offset, s.nbytes) for s in spans])
         assert total == sum(s.nbytes for s in spans) <= self.limits["maxBufferSize"]
-        return [bytes(s.buffer.handle[: s.nbytes]) for s in spans]
+        return [bytes(staging.handle[s.offset : s.offset + s.nbytes]) for s in spans]
 
 
 def test_reads_share_staging_buffers_up_to_max_buffer_size() -> None:

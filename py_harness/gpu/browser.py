@@ -72,19 +72,19 @@ class BrowserDevice(Device):
     def write_buffer(self, buffer: Buffer, data: bytes) -> None:
         self._device.queue.writeBuffer(buffer.handle, 0, to_js(memoryview(data)))
 
-    async def _read_group(self, spans: list[Span], total: int) -> list[Bytes]:
-        staging = self.readback_buffer(total).handle
-        encoder = self._device.createCommandEncoder()
-        for s in spans:
-            if s.nbytes:
-                encoder.copyBufferToBuffer(s.buffer.handle, 0, staging, s.offset, s.nbytes)
-        self._device.queue.submit(_js([encoder.finish()]))
-        await self._scoped("mapAsync", staging.mapAsync(js.GPUMapMode.READ, 0, total))
+    def _encode_copy(
+        self, encoder: Any, src: Buffer, dst: Buffer, dst_offset: int, nbytes: int
+    ) -> None:
+        encoder.copyBufferToBuffer(src.handle, 0, dst.handle, dst_offset, nbytes)
+
+    async def _map_read(self, staging: Buffer, spans: list[Span], total: int) -> list[Bytes]:
+        handle = staging.handle
+        await self._scoped("mapAsync", handle.mapAsync(js.GPUMapMode.READ, 0, total))
         try:
-            mapped = staging.getMappedRange(0, total)
+            mapped = handle.getMappedRange(0, total)
             return [js.Uint8Array.new(mapped, s.offset, s.nbytes).to_bytes() for s in spans]
         finally:
-            staging.unmap()
+            handle.unmap()
 
     def destroy_buffer(self, buffer: Buffer) -> None:
         buffer.handle.destroy()
@@ -163,9 +163,11 @@ class BrowserDevice(Device):
     def _resolve_queries(self, encoder: Any, queries: Any, count: int, into: Buffer) -> None:
         encoder.resolveQuerySet(queries, 0, count, into.handle, 0)
 
-    async def _submit_and_wait(self, encoder: Any) -> None:
+    async def _submit(self, encoder: Any) -> None:
         self._device.queue.submit(_js([encoder.finish()]))
         await self._pop_scopes("dispatch")
+
+    async def _wait(self) -> None:
         await self._scoped("onSubmittedWorkDone", self._device.queue.onSubmittedWorkDone())
 
     def destroy(self) -> None:

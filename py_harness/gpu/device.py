@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import struct
+import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import any_nonfinite, data_buffer_bytes
@@ -101,6 +100,10 @@ class Span:
     nbytes: int
 
 
+# Readback buffers kept for the next reads: a forward's and a backward's outputs can be on
+# their way at once (Device.submit).
+KEPT_READBACKS = 2
+
 # What a read returns: bytes (the browser), or a memoryview of host memory (the native
 # backends' threaded copy, gpu/host_memory.py); either reads as a buffer.
 Bytes = bytes | memoryview
@@ -114,6 +117,20 @@ class ComputePass:
     bind_group: Any
     workgroups: tuple[int, int, int]
     label: str = ""
+
+
+@dataclass
+class Submitted:
+    """Work that Device.submit submitted: its timestamps (first) and reads staged in
+    `staging` at `spans` where the device has timestamps; reads that did not fit in one
+    staging buffer, or all of them without timestamps, in `reads`, read by collect."""
+
+    staging: Buffer | None = None
+    spans: list[Span] = field(default_factory=list)
+    reads: list[tuple[Buffer, int]] = field(default_factory=list)
+    wall_ms: float = 0.0  # submit and wait, without timestamps
+    resolved: Buffer | None = None  # the timestamps' (with the query set: freed by collect)
+    queries: Any = None
 
 
 class Device(ABC):
@@ -133,7 +150,7 @@ class Device(ABC):
         self._pipelines: dict[tuple, Pipeline] = {}
         self.last_pass_ms: list[float] = []  # per pass, of the last timed run_passes
         self._staging: dict[tuple[str, ...], Buffer] = {}  # staging_buffer's, by usage
-        self._reading = asyncio.Lock()  # one read at a time through it
+        self._readbacks: list[Buffer] = []  # free readback buffers, smallest first
         self._spares: list[Buffer] = []  # released by the last case (acquire_buffers)
 
     # -- buffers -------------------------------------------------------------------
@@ -149,20 +166,29 @@ class Device(ABC):
         return (await self.read_buffers([(buffer, buffer.size)]))[0]
 
     async def read_buffers(self, reads: list[tuple[Buffer, int]]) -> list[Bytes]:
-        """The first `nbytes` of each (buffer, nbytes), nbytes a multiple of 4, through the
-        device's staging buffer (readback_buffer) in groups of up to maxBufferSize bytes:
-        one copy command per read, one submit and one map per group, and one copy out of
-        the mapping per read (a map per output cost a queue round trip each, and copying
-        the whole mapping out before slicing it copied every byte twice). One call at a
-        time, as they share that buffer."""
-        async with self._reading:
-            return await self._read_spans(reads)
-
-    async def _read_spans(self, reads: list[tuple[Buffer, int]]) -> list[Bytes]:
+        """The first `nbytes` of each (buffer, nbytes), nbytes a multiple of 4, through
+        staging buffers (readback_buffer) in groups of up to maxBufferSize bytes: one copy
+        command per read, one submit and one map per group, and one copy out of the
+        mapping per read (a map per output cost a queue round trip each, and copying the
+        whole mapping out before slicing it copied every byte twice)."""
         out: list[Bytes] = []
         for spans in self.staged(reads):
-            out += await self._read_group(spans, max(4, spans[-1].offset + spans[-1].nbytes))
+            total = _staged_bytes(spans)
+            staging = self.readback_buffer(total)
+            try:
+                encoder = self._encoder()
+                self._encode_reads(encoder, spans, staging)
+                self.push_error_scopes()
+                await self._submit(encoder)
+                out += await self._map_read(staging, spans, total)
+            finally:
+                self.give_back_readback(staging)
         return out
+
+    def _encode_reads(self, encoder: Any, spans: list[Span], staging: Buffer) -> None:
+        for s in spans:
+            if s.nbytes:
+                self._encode_copy(encoder, s.buffer, staging, s.offset, s.nbytes)
 
     def staged(self, moves: list[tuple[Buffer, int]]) -> list[list[Span]]:
         """(buffer, nbytes) moves through a staging buffer, in order, in groups of up to
@@ -180,10 +206,24 @@ class Device(ABC):
         return groups
 
     def readback_buffer(self, size: int) -> Buffer:
-        """The device's MAP_READ staging buffer of at least `size` bytes (staging_buffer).
-        Kept, not made per read: on the H200 making a 128 MB one took 29-41 ms (the driver
-        pins host memory), its copy and map 3-6 ms (docs/results-h200.md)."""
-        return self.staging_buffer(size, ("MAP_READ", "COPY_DST"))
+        """A MAP_READ staging buffer of at least `size` bytes that no read is using: a kept
+        one (give_back_readback), else a new one. Kept, not made per read: on the H200
+        making a 128 MB one took 29-41 ms (the driver pins host memory), its copy and map
+        3-6 ms (docs/results-h200.md). Two can be in use at once (Device.submit: a
+        forward's outputs on their way while the backward runs)."""
+        fits = [b for b in self._readbacks if b.size >= size]
+        if fits:
+            buf = min(fits, key=lambda b: b.size)
+            self._readbacks.remove(buf)
+            return buf
+        return self.create_buffer(size, ("MAP_READ", "COPY_DST"), "readback")
+
+    def give_back_readback(self, buffer: Buffer) -> None:
+        """Keep a readback buffer for the next read; past KEPT_READBACKS the smallest go."""
+        self._readbacks.append(buffer)
+        self._readbacks.sort(key=lambda b: b.size)
+        while len(self._readbacks) > KEPT_READBACKS:
+            self.destroy_buffer(self._readbacks.pop(0))
 
     def staging_buffer(self, size: int, usage: tuple[str, ...]) -> Buffer:
         """The device's staging buffer of this usage and at least `size` bytes, replaced by
@@ -205,10 +245,15 @@ class Device(ABC):
             self.write_buffer(buf, data)
 
     @abstractmethod
-    async def _read_group(self, spans: list[Span], total: int) -> list[Bytes]:
-        """read_buffers for the reads that share the staging buffer's first `total` bytes
-        (their sum, at least 4): each span's buffer copied to its offset of
-        readback_buffer(total), which is mapped once and sliced."""
+    def _encode_copy(
+        self, encoder: Any, src: Buffer, dst: Buffer, dst_offset: int, nbytes: int
+    ) -> None:
+        """copyBufferToBuffer(src, 0, dst, dst_offset, nbytes)."""
+
+    @abstractmethod
+    async def _map_read(self, staging: Buffer, spans: list[Span], total: int) -> list[Bytes]:
+        """Map the staging buffer's first `total` bytes for reading (waiting for the work
+        that fills it), copy each span's bytes out, unmap."""
 
     @abstractmethod
     def destroy_buffer(self, buffer: Buffer) -> None: ...
@@ -217,10 +262,11 @@ class Device(ABC):
     def _clear_buffers(self, buffers: list[Buffer]) -> None:
         """Fill the buffers with zeros (GPUCommandEncoder.clearBuffer), one submit."""
 
-    def any_nonfinite(self, data: bytes) -> bool:
-        """The finite-input check the runner makes before any GPU work
-        (config.any_nonfinite; the native backends run it over threads)."""
-        return any_nonfinite(data)
+    def scan_nonfinite(self, tensors: list[Bytes]) -> list[bool]:
+        """Whether each tensor holds an Inf or NaN: the finite-input check the runner makes
+        before any GPU work (config.check_input_bytes's scan; the native backends spread
+        all of a case's tensors over threads at once)."""
+        return [any_nonfinite(t) for t in tensors]
 
     # -- a case's buffers, reused by the next case of the same sizes -----------------
     def acquire_buffers(self, wanted: dict[str, tuple[int, tuple[str, ...]]]) -> dict[str, Buffer]:
@@ -284,7 +330,7 @@ class Device(ABC):
         self, module: ShaderModuleSource, entry_point: str, layout: Layout
     ) -> Pipeline:
         """The pipeline for (module code, entry point, layout), compiled once per device."""
-        key = (hashlib.sha256(module.code.encode()).hexdigest(), entry_point, layout)
+        key = (module.digest, entry_point, layout)
         if key not in self._pipelines:
             self._pipelines[key] = await self._create_pipeline(module, entry_point, layout)
         return self._pipelines[key]
@@ -296,8 +342,27 @@ class Device(ABC):
     async def run_passes(self, passes: list[ComputePass]) -> float | None:
         """Encode, submit and wait for the passes inside validation / out-of-memory error
         scopes. Returns GPU time in ms from timestamp queries (the sum over passes), or
-        None where the device lacks the timestamp-query feature. The backends supply the
-        calls (the _encoder ... _submit_and_wait hooks); the order of work lives here."""
+        None where the device lacks the timestamp-query feature."""
+        ms, _ = await self.run_and_read(passes, [])
+        return ms if self.has_timestamps else None
+
+    async def run_and_read(
+        self, passes: list[ComputePass], reads: list[tuple[Buffer, int]]
+    ) -> tuple[float, list[Bytes]]:
+        """run_passes, then read_buffers(reads): (GPU ms, the reads' bytes); submit then
+        collect."""
+        return await self.collect(await self.submit(passes, reads))
+
+    async def submit(self, passes: list[ComputePass], reads: list[tuple[Buffer, int]]) -> Submitted:
+        """Encode the passes inside validation / out-of-memory error scopes, then copies of
+        their resolved timestamps and of the reads into a readback buffer of their own, in
+        the same command buffer, and submit; collect waits and reads. A dispatch and its
+        reads so cost one submit and one map, not a wait, a map for the timestamps and a
+        map for the outputs; and the next work can be submitted before this work's
+        outputs are copied out (the runner submits the backward before it reads the
+        forward's outputs). Without timestamps this waits for the work, timed on the wall
+        clock, and collect reads after. The backends supply the calls (the _encoder ...
+        _submit hooks); the order of work lives here."""
         self.push_error_scopes()
         n = 2 * len(passes)
         timed = self.has_timestamps
@@ -307,14 +372,50 @@ class Device(ABC):
         encoder = self._encoder()
         for i, p in enumerate(passes):
             self._encode_pass(encoder, p, (queries, 2 * i, 2 * i + 1) if timed else None)
-        if timed:
-            self._resolve_queries(encoder, queries, n, resolved)
-        await self._submit_and_wait(encoder)
         if not timed:
-            return None
-        return await self.collect_pass_times(resolved, queries)
+            t0 = time.perf_counter()
+            await self._submit(encoder)
+            await self._wait()
+            return Submitted(reads=list(reads), wall_ms=(time.perf_counter() - t0) * 1e3)
+        self._resolve_queries(encoder, queries, n, resolved)
+        first, *more = self.staged([(resolved, 8 * n), *reads])
+        staging = self.readback_buffer(_staged_bytes(first))
+        rest = [(s.buffer, s.nbytes) for g in more for s in g]
+        work = Submitted(staging, first, rest, resolved=resolved, queries=queries)
+        try:
+            self._encode_reads(encoder, first, staging)
+            await self._submit(encoder)
+        except BaseException:
+            self.discard(work)
+            raise
+        return work
 
-    # Hooks for run_passes, in the backend's own API.
+    async def collect(self, work: Submitted) -> tuple[float, list[Bytes]]:
+        """Wait for submitted work and read its outputs: (GPU ms, or the wall ms of submit
+        and wait without timestamps; the reads' bytes). Each pass's ms stay in
+        last_pass_ms (for the benchmark)."""
+        if work.staging is None:
+            return work.wall_ms, (await self.read_buffers(work.reads) if work.reads else [])
+        try:
+            stamps, *data = await self._map_read(
+                work.staging, work.spans, _staged_bytes(work.spans)
+            )
+        finally:
+            self.discard(work)
+        if work.reads:  # past one staging buffer's size
+            data += await self.read_buffers(work.reads)
+        self.last_pass_ms = pass_times_ms(stamps)
+        return sum(self.last_pass_ms), data
+
+    def discard(self, work: Submitted) -> None:
+        """Give back what submitted work holds, uncollected (on an error before collect)."""
+        if work.staging is not None:
+            self.give_back_readback(work.staging)
+        if work.resolved is not None:
+            self.destroy_buffer(work.resolved)
+            work.queries.destroy()
+
+    # Hooks for run_and_read, in the backend's own API.
     @abstractmethod
     def _timestamp_queries(self, count: int) -> Any: ...
 
@@ -329,18 +430,12 @@ class Device(ABC):
     def _resolve_queries(self, encoder: Any, queries: Any, count: int, into: Buffer) -> None: ...
 
     @abstractmethod
-    async def _submit_and_wait(self, encoder: Any) -> None:
-        """Submit the work, close the error scopes (raising what they caught), and wait."""
+    async def _submit(self, encoder: Any) -> None:
+        """Submit the work and close the error scopes (raising what they caught)."""
 
-    async def collect_pass_times(self, resolved: Buffer, queries: Any) -> float:
-        """Read resolved timestamps (see pass_times_ms), then free the buffer and query set.
-        Returns the sum; each pass's time stays in last_pass_ms (for the benchmark)."""
-        try:
-            self.last_pass_ms = pass_times_ms(await self.read_buffer(resolved))
-            return sum(self.last_pass_ms)
-        finally:
-            self.destroy_buffer(resolved)
-            queries.destroy()
+    @abstractmethod
+    async def _wait(self) -> None:
+        """Wait for the queue's work to finish."""
 
     @property
     def has_timestamps(self) -> bool:
@@ -362,6 +457,11 @@ class Device(ABC):
     def lost(self) -> str | None:
         """The loss reason once the device is lost, else None."""
         return None
+
+
+def _staged_bytes(spans: list[Span]) -> int:
+    """The bytes of a staging buffer that a group of spans fills (at least 4)."""
+    return max(4, spans[-1].offset + spans[-1].nbytes)
 
 
 def _align(n: int, to: int) -> int:

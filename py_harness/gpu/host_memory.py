@@ -5,19 +5,21 @@ On the H200's host (16 cores), for 128 MB (`python scripts/case_overhead.py --co
 `bytes()` of a mapped range took 110-134 ms (its fresh 4 KiB pages fault one at a time),
 copy_out 10-13 ms into new memory and 4.3-6.7 ms into memory it filled before
 (_Destinations); the finite-input check as bytes operations (config.any_nonfinite) 62-63
-ms, any_nonfinite here 5-7 ms; 16 threads instead of 8 changed neither. A case's two
+ms, over threads here 4.0-5.8 ms; 16 threads instead of 8 changed neither. A case's two
 reads, 128 MB, took 18.6-19.8 ms (medians) with copy_out filling new memory each time,
-11.4-12.5 ms with it filling memory it filled before (`case_overhead.py`'s read_buffers
-step). Taking a case's buffers and filling them with its 128 MB of inputs (create_buffers
-there): 10-14 ms with wgpu-py's write_mapped filling the upload's mapped range (one thread,
-under the GIL), 6-7 ms with copy_into. NumPy releases the GIL in each
-(docs/results-h200.md).
+11.4-12.5 ms with it filling memory it filled before. Filling the upload's mapped range
+with a case's 128 MB of inputs: 10-14 ms with wgpu-py's write_mapped (one thread, under the
+GIL), 6-7 ms with copy_into. Each function takes all of a case's tensors at once: called
+per tensor, a 16 MB one went to two threads and every call paid the threads' start and
+finish (head_dim 64: the check of 64 MB 5-7 ms as four calls, 1.4-2.2 ms as one). NumPy
+releases the GIL in each (docs/results-h200.md).
 
 CPython with NumPy only: the Pyodide wheel leaves this module out (build_wheel.HOST_ONLY).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import weakref
@@ -25,9 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .device import Bytes
+
 THREADS = max(1, min(8, os.cpu_count() or 1))
-# Below this, one thread: handing out the work costs more than it saves.
-CHUNK_BYTES = 8 << 20
+# Below this, one thread: handing out the work costs more than it saves. Small enough that
+# one tensor of a case (16 MB at S = 4096, H = 16, head_dim 64) spreads over every thread.
+CHUNK_BYTES = 1 << 20
 _pool: ThreadPoolExecutor | None = None
 
 
@@ -39,13 +44,33 @@ def _chunks(nbytes: int) -> list[tuple[int, int]]:
     return [(a, min(a + step, nbytes)) for a in range(0, nbytes, step)] or [(0, 0)]
 
 
-def _map(fn, ranges: list[tuple[int, int]]) -> list:  # noqa: ANN001
+Piece = tuple[int, int, int]  # (array index, start byte, end byte)
+
+
+def _tasks(sizes: list[int]) -> list[list[Piece]]:
+    """The bytes of several arrays taken end to end and cut as _chunks cuts one: per task,
+    its pieces of each array. One call for all of a case's tensors keeps every thread busy
+    where one call per tensor paid the threads' start and finish each time (on the H200's
+    host the 16 MB tensors of head_dim 64 ran at 18 GB/s that way, 128 MB at once at 30)."""
+    starts = list(itertools.accumulate(sizes, initial=0))
+    tasks = []
+    for a, b in _chunks(starts[-1]):
+        pieces = []
+        for i, size in enumerate(sizes):
+            lo, hi = max(a, starts[i]), min(b, starts[i] + size)
+            if lo < hi:
+                pieces.append((i, lo - starts[i], hi - starts[i]))
+        tasks.append(pieces)
+    return tasks
+
+
+def _map(fn, tasks: list[list[Piece]]) -> list:  # noqa: ANN001
     global _pool
-    if len(ranges) == 1:
-        return [fn(*ranges[0])]
+    if len(tasks) == 1:
+        return [fn(tasks[0])]
     if _pool is None:
         _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="host-memory")
-    return list(_pool.map(lambda r: fn(*r), ranges))
+    return list(_pool.map(fn, tasks))
 
 
 class _Destinations:
@@ -89,34 +114,43 @@ class _Destinations:
 _destinations = _Destinations()
 
 
-def copy_out(view: memoryview) -> memoryview:
-    """A copy of `view`'s bytes (e.g. a mapped range about to be unmapped) in host memory
-    that nothing else refers to, made over threads; bytes-like, as Device.read_buffers
-    returns."""
-    dst = _destinations.take(memoryview(view).nbytes)
-    copy_into(memoryview(dst), view)
-    return _destinations.hand_out(dst)
+def copy_out(views: list[memoryview]) -> list[memoryview]:
+    """A copy of each view's bytes (e.g. slices of a mapped range about to be unmapped) in
+    host memory that nothing else refers to, made over threads; bytes-like, as
+    Device.read_buffers returns."""
+    dsts = [_destinations.take(memoryview(v).nbytes) for v in views]
+    copy_into(list(zip((memoryview(d) for d in dsts), views, strict=True)))
+    return [_destinations.hand_out(d) for d in dsts]
 
 
-def copy_into(dst: memoryview, src: bytes | memoryview) -> None:
-    """src's bytes into the first len(src) bytes of dst (e.g. a mapped range being filled
-    for an upload), over threads."""
-    s = np.frombuffer(src, np.uint8)
-    d = np.frombuffer(dst, np.uint8, count=len(s))
+def copy_into(pairs: list[tuple[memoryview, Bytes]]) -> None:
+    """Each (dst, src): src's bytes into the first len(src) bytes of dst (e.g. slices of a
+    mapped range being filled for an upload), all of them over the threads at once."""
+    srcs = [np.frombuffer(src, np.uint8) for _, src in pairs]
+    dsts = [
+        np.frombuffer(dst, np.uint8, count=len(s)) for (dst, _), s in zip(pairs, srcs, strict=True)
+    ]
 
-    def copy(a: int, b: int) -> None:
-        np.copyto(d[a:b], s[a:b])
+    def copy(pieces: list[Piece]) -> None:
+        for i, a, b in pieces:
+            np.copyto(dsts[i][a:b], srcs[i][a:b])
 
-    _map(copy, _chunks(len(s)))
+    _map(copy, _tasks([len(s) for s in srcs]))
 
 
-def any_nonfinite(data: bytes | memoryview) -> bool:
-    """Whether some float32 of `data` (little-endian) is Inf or NaN, as config.any_nonfinite
-    answers: a NaN makes a chunk's min NaN, an Inf its max or min infinite."""
-    x = np.frombuffer(data, "<f4")
+def nonfinite(tensors: list[Bytes]) -> list[bool]:
+    """Whether each tensor (float32, little-endian) holds an Inf or NaN, as
+    config.any_nonfinite answers, all of them over the threads at once: a NaN makes a
+    piece's min NaN, an Inf its max or min infinite."""
+    xs = [np.frombuffer(t, "<f4") for t in tensors]
 
-    def bad(a: int, b: int) -> bool:
-        part = x[a // 4 : b // 4]
-        return part.size > 0 and not (np.isfinite(part.min()) and np.isfinite(part.max()))
+    def bad(pieces: list[Piece]) -> set[int]:
+        found = set()
+        for i, a, b in pieces:
+            part = xs[i][a // 4 : b // 4]
+            if not (np.isfinite(part.min()) and np.isfinite(part.max())):
+                found.add(i)
+        return found
 
-    return any(_map(bad, _chunks(len(x) * 4)))
+    flagged = set().union(*_map(bad, _tasks([x.nbytes for x in xs])))
+    return [i in flagged for i in range(len(xs))]

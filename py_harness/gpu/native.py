@@ -115,9 +115,9 @@ class NativeDevice(Device):
             # took 10-14 ms to fill at 128 MB on the H200's host, 6-7 through a writable
             # view of the mapped range (valid until unmap) and copies over threads.
             mapped = staging._experimental_get_mapped_range(0, total)
-            for s, d in zip(spans, data, strict=True):
-                host_memory.copy_into(mapped[s.offset : s.offset + s.nbytes], d)
-            del mapped
+            slices = [mapped[s.offset : s.offset + s.nbytes] for s in spans]
+            host_memory.copy_into(list(zip(slices, data, strict=True)))
+            del mapped, slices
         finally:
             staging.unmap()
         encoder = dev.create_command_encoder()
@@ -126,28 +126,27 @@ class NativeDevice(Device):
                 encoder.copy_buffer_to_buffer(staging, s.offset, s.buffer.handle, 0, s.nbytes)
         self._guard("submit(upload)", lambda: dev.queue.submit([encoder.finish()]))
 
-    async def _read_group(self, spans: list[Span], total: int) -> list[Bytes]:
-        gpu, dev = self._gpu, self._device
-        staging = self.readback_buffer(total).handle
-        encoder = dev.create_command_encoder()
-        for s in spans:
-            if s.nbytes:
-                encoder.copy_buffer_to_buffer(s.buffer.handle, 0, staging, s.offset, s.nbytes)
-        self._guard("submit(readback)", lambda: dev.queue.submit([encoder.finish()]))
-        self._guard("mapAsync", lambda: staging.map_sync(gpu.MapMode.READ, 0, total))
+    def _encode_copy(
+        self, encoder: Any, src: Buffer, dst: Buffer, dst_offset: int, nbytes: int
+    ) -> None:
+        encoder.copy_buffer_to_buffer(src.handle, 0, dst.handle, dst_offset, nbytes)
+
+    async def _map_read(self, staging: Buffer, spans: list[Span], total: int) -> list[Bytes]:
+        handle = staging.handle
+        self._guard("mapAsync", lambda: handle.map_sync(self._gpu.MapMode.READ, 0, total))
         try:
-            mapped = staging.read_mapped(0, total, copy=False)  # valid until unmap
-            data = [host_memory.copy_out(mapped[s.offset : s.offset + s.nbytes]) for s in spans]
+            mapped = handle.read_mapped(0, total, copy=False)  # valid until unmap
+            data = host_memory.copy_out([mapped[s.offset : s.offset + s.nbytes] for s in spans])
             del mapped
         finally:
-            staging.unmap()
+            handle.unmap()
         return data
 
     def destroy_buffer(self, buffer: Buffer) -> None:
         buffer.handle.destroy()
 
-    def any_nonfinite(self, data: bytes) -> bool:
-        return host_memory.any_nonfinite(data)
+    def scan_nonfinite(self, tensors: list[Bytes]) -> list[bool]:
+        return host_memory.nonfinite(tensors)
 
     def _clear_buffers(self, buffers: list[Buffer]) -> None:
         encoder = self._device.create_command_encoder()
@@ -210,11 +209,13 @@ class NativeDevice(Device):
     def _resolve_queries(self, encoder: Any, queries: Any, count: int, into: Buffer) -> None:
         encoder.resolve_query_set(queries, 0, count, into.handle, 0)
 
-    async def _submit_and_wait(self, encoder: Any) -> None:
-        # Errors raise at the call here (no scopes); reading the fence waits for the queue.
+    async def _submit(self, encoder: Any) -> None:
+        # Errors raise at the call here (no scopes).
         dev = self._device
         self._guard("submit", lambda: dev.queue.submit([encoder.finish()]))
-        self._guard("wait", lambda: dev.queue.read_buffer(self._fence))
+
+    async def _wait(self) -> None:
+        self._guard("wait", lambda: self._device.queue.read_buffer(self._fence))
 
     def destroy(self) -> None:
         # wgpu-py 0.32 does not implement device.lost; record the loss ourselves so the
