@@ -603,8 +603,8 @@ fn ff_put_row(row: u32, col: u32, v: vec4<f32>) {
 fn ff_put_p(t: vec2<u32>, s: mat4x4<f32>) {
     ff_put_row(t.y + ff_row(0u), t.x, s[0]);
     ff_put_row(t.y + ff_row(1u), t.x, s[1]);
-    if (ff_mine(2u)) { ff_put_row(t.y + 32u, t.x, s[2]); }
-    if (ff_mine(3u)) { ff_put_row(t.y + 48u, t.x, s[3]); }
+    if (ff_mine(2u)) { ff_put_row(t.y + ff_row(2u), t.x, s[2]); }
+    if (ff_mine(3u)) { ff_put_row(t.y + ff_row(3u), t.x, s[3]); }
 }
 // Stores the block's own rows transposed: row tx + 16 j, column ty + ff_row(i) gets m[i][j].
 fn ff_put_pt(t: vec2<u32>, m: mat4x4<f32>) {
@@ -637,8 +637,8 @@ fn ff_red_put(t: vec2<u32>, v: vec4<f32>) {
     let q = t.x >> 2u;
     ff_smem[FF_R0 + (t.y + ff_row(0u)) * 4u + q][c] = v.x;
     ff_smem[FF_R0 + (t.y + ff_row(1u)) * 4u + q][c] = v.y;
-    if (ff_mine(2u)) { ff_smem[FF_R0 + (t.y + 32u) * 4u + q][c] = v.z; }
-    if (ff_mine(3u)) { ff_smem[FF_R0 + (t.y + 48u) * 4u + q][c] = v.w; }
+    if (ff_mine(2u)) { ff_smem[FF_R0 + (t.y + ff_row(2u)) * 4u + q][c] = v.z; }
+    if (ff_mine(3u)) { ff_smem[FF_R0 + (t.y + ff_row(3u)) * 4u + q][c] = v.w; }
 }
 fn ff_red_max(row: u32) -> f32 {
     let i = FF_R0 + row * 4u;
