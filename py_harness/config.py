@@ -518,9 +518,9 @@ def check_input_bytes(
     scan: Callable[[list[bytes]], list[bool]] | None = None,
 ) -> None:
     """Each tensor must be exactly the f32 byte length its shape asks for, then finite
-    (check_finite). scan: which of the tensors hold an Inf or NaN, all asked at once (the
-    native backends spread them over threads: Device.scan_nonfinite); by default
-    any_nonfinite on each."""
+    (_refuse_nonfinite). scan: which of the tensors hold an Inf or NaN, all asked at once
+    (the native backends spread them over threads: Device.scan_nonfinite); by default
+    scan_each."""
     present: dict[str, bytes] = {}
     for name, elems in cfg.input_elems().items():
         data = tensors.get(name)
@@ -535,13 +535,14 @@ def check_input_bytes(
                 f"{elems * F32_BYTES} bytes",
             )
         present[name] = data
-    flagged = (scan or _each_nonfinite)(list(present.values()))
+    flagged = (scan or scan_each)(list(present.values()))
     for (name, data), bad in zip(present.items(), flagged, strict=True):
         if bad:
             _refuse_nonfinite(name, data, allow_neg_inf=name == "mask")
 
 
-def _each_nonfinite(tensors: list[bytes]) -> list[bool]:
+def scan_each(tensors: list[bytes]) -> list[bool]:
+    """Whether each tensor holds an Inf or NaN: any_nonfinite on each, one after another."""
     return [any_nonfinite(t) for t in tensors]
 
 

@@ -133,12 +133,13 @@ class AttentionRunner:
             outputs: dict[str, Bytes] = {}
             digests: list[str] = []
             pending: list[tuple[int, Submitted]] = []
+            last = max(reads)
             try:
                 for run in reads:
                     kernels = chosen.backward if run >= 0 else (chosen.forward,)
                     passes = await self.passes(cfg, kernels, bufs, split)
                     pending.append((run, await dev.submit(passes, reads[run].reads)))
-                    while pending and (len(pending) > 1 or run == max(reads)):
+                    while pending and (len(pending) > 1 or run == last):
                         done, work = pending.pop(0)
                         ms, data = await dev.collect(work)  # which releases it, raising or not
                         got = reads[done].unpack(cfg, data)

@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import any_nonfinite, data_buffer_bytes
+from ..config import data_buffer_bytes, scan_each
 from ..shaders import ShaderModuleSource
 
 # The least the seed's kernels need (each entry point binds exactly 8 storage buffers and
@@ -149,7 +149,7 @@ class Device(ABC):
         self.features = features
         self._pipelines: dict[tuple, Pipeline] = {}
         self.last_pass_ms: list[float] = []  # per pass, of the last timed run_passes
-        self._staging: dict[tuple[str, ...], Buffer] = {}  # staging_buffer's, by usage
+        self._upload: Buffer | None = None  # upload_buffer's
         self._readbacks: list[Buffer] = []  # free readback buffers, smallest first
         self._spares: list[Buffer] = []  # released by the last case (acquire_buffers)
 
@@ -225,17 +225,14 @@ class Device(ABC):
         while len(self._readbacks) > KEPT_READBACKS:
             self.destroy_buffer(self._readbacks.pop(0))
 
-    def staging_buffer(self, size: int, usage: tuple[str, ...]) -> Buffer:
-        """The device's staging buffer of this usage and at least `size` bytes, replaced by
-        a larger one where a transfer needs it."""
-        kept = self._staging.get(usage)
-        if kept is None or kept.size < size:
-            if kept is not None:
-                del self._staging[usage]
-                self.destroy_buffer(kept)
-            label = "readback" if "MAP_READ" in usage else "upload"
-            self._staging[usage] = self.create_buffer(size, usage, label)
-        return self._staging[usage]
+    def upload_buffer(self, size: int) -> Buffer:
+        """The device's MAP_WRITE staging buffer of at least `size` bytes (the native
+        backends' write_buffers), replaced by a larger one where an upload needs it."""
+        if self._upload is None or self._upload.size < size:
+            if self._upload is not None:
+                self.destroy_buffer(self._upload)
+            self._upload = self.create_buffer(size, ("MAP_WRITE", "COPY_SRC"), "upload")
+        return self._upload
 
     def write_buffers(self, writes: list[tuple[Buffer, Bytes]]) -> None:
         """Each (buffer, data) written at the buffer's start, data a multiple of 4 bytes.
@@ -266,7 +263,7 @@ class Device(ABC):
         """Whether each tensor holds an Inf or NaN: the finite-input check the runner makes
         before any GPU work (config.check_input_bytes's scan; the native backends spread
         all of a case's tensors over threads at once)."""
-        return [any_nonfinite(t) for t in tensors]
+        return scan_each(tensors)
 
     # -- a case's buffers, reused by the next case of the same sizes -----------------
     def acquire_buffers(self, wanted: dict[str, tuple[int, tuple[str, ...]]]) -> dict[str, Buffer]:

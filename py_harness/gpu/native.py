@@ -108,7 +108,7 @@ class NativeDevice(Device):
     def _upload_group(self, spans: list[Span], data: list[Bytes]) -> None:
         gpu, dev = self._gpu, self._device
         total = max(4, spans[-1].offset + spans[-1].nbytes)
-        staging = self.staging_buffer(total, ("MAP_WRITE", "COPY_SRC")).handle
+        staging = self.upload_buffer(total).handle
         self._guard("mapAsync(WRITE)", lambda: staging.map_sync(gpu.MapMode.WRITE, 0, total))
         try:
             # write_mapped copies in one thread (wgpu-py, under the GIL): a case's buffers
