@@ -388,6 +388,25 @@ def kernel_window(cfg: AttentionConfig) -> tuple[int, int]:
     return left, right
 
 
+def tiles_are_whole(cfg: AttentionConfig, rows: int, cols: int) -> bool:
+    """Whether every tile a tiled pass loads lies inside its tensors, for square tiles of
+    `rows` queries or keys and column blocks of `cols` (> 0) of head_dim: a dense batch
+    whose seq_q and seq_k are multiples of rows, head_dim a multiple of cols, and visible
+    ranges that start on tile boundaries. A pass walks the keys a query tile sees (and the
+    queries a key tile sees) from the first visible one: from q0 + causal_offset - left
+    (k0 - causal_offset - right), on a boundary where that bound is open or the offset a
+    multiple of rows (kernel_window)."""
+    if cfg.varlen or cols <= 0 or cfg.head_dim % cols:
+        return False
+    if cfg.seq_q % rows or cfg.seq_k % rows:
+        return False
+    left, right = kernel_window(cfg)
+    shift = cfg.causal_offset
+    return (left == WINDOW_OPEN or (shift - left) % rows == 0) and (
+        right == WINDOW_OPEN or (shift + right) % rows == 0
+    )
+
+
 def pack_seqlens(cfg: AttentionConfig) -> bytes:
     """The seqlens uniform: per sequence b, u32 (first query row, first key row, query
     length, key length), zero-padded to VARLEN_MAX_BATCH sequences (all zeros for a dense

@@ -124,6 +124,9 @@ SEED = Variant(
 FAST_ROWS = 64
 FAST_WORKGROUP_BYTES = {64: 22784, 128: 22784, 256: 32768}
 FAST_INVOCATIONS = {64: 256, 128: 256, 256: 512}
+# fa2_fast_common.wgsl's override: the tile passes' loads without bounds checks, set where
+# a run's tiles are whole (Kernel.whole_tiles).
+WHOLE = "FF_WHOLE"
 
 
 def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> Variant:
@@ -152,14 +155,47 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     key_tiles = {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RW)}
     key_passes: tuple[Kernel, ...] = (
         # S, dP, dV, dK and dQ's partial sum
-        Kernel("fa2f_bwd_dk_dv", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols, True, 5),
+        Kernel(
+            "fa2f_bwd_dk_dv",
+            bwd,
+            key_tiles,
+            "slots",
+            "kv_heads",
+            FAST_ROWS,
+            cols,
+            True,
+            5,
+            whole_tiles=WHOLE,
+        ),
     )
     if head_dim == 128:
         key_passes = (
             # adds no dQ sums: one key tile per workgroup (slot = key tile, one round)
             # S, dV; then S again, dP, dK and dQ's partial sum: 6 GEMMs where FA counts 5
-            Kernel("fa2f_bwd_dv", bwd, key_tiles, "seq_k", "kv_heads", FAST_ROWS, cols, True, 2),
-            Kernel("fa2f_bwd_dk_dq", bwd, key_tiles, "slots", "kv_heads", FAST_ROWS, cols, True, 4),
+            Kernel(
+                "fa2f_bwd_dv",
+                bwd,
+                key_tiles,
+                "seq_k",
+                "kv_heads",
+                FAST_ROWS,
+                cols,
+                True,
+                2,
+                whole_tiles=WHOLE,
+            ),
+            Kernel(
+                "fa2f_bwd_dk_dq",
+                bwd,
+                key_tiles,
+                "slots",
+                "kv_heads",
+                FAST_ROWS,
+                cols,
+                True,
+                4,
+                whole_tiles=WHOLE,
+            ),
         )
     # adds the copies of dK and dV where the key-tile passes split their tiles (kv_parts)
     kv_sum = {6: ("dk", RW), 7: ("dv", RW), 8: pm[8], **seqlens}
@@ -176,6 +212,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
             FAST_ROWS,
             cols,
             gemms=2,
+            whole_tiles=WHOLE,
         ),
         backward=(
             Kernel(

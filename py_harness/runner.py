@@ -65,9 +65,14 @@ class AttentionRunner:
             for k in variant.kernels
         }
 
-    async def pipeline(self, kernel: Kernel) -> Pipeline:
+    async def pipeline(self, kernel: Kernel, cfg: AttentionConfig | None = None) -> Pipeline:
+        """The kernel's pipeline, with the constants a run of cfg sets (Kernel.constants;
+        none without cfg)."""
         module = self.modules[(kernel.entry_point, kernel.files)]
-        return await self.device.compute_pipeline(module, kernel.entry_point, kernel.layout)
+        constants = kernel.constants(cfg) if cfg is not None else {}
+        return await self.device.compute_pipeline(
+            module, kernel.entry_point, kernel.layout, constants
+        )
 
     def check_limits(self) -> None:
         for name, need in self.variant.required_limits.items():
@@ -78,15 +83,16 @@ class AttentionRunner:
                     f"{self.variant.name} needs {name} >= {need}; this device has {have}",
                 )
 
-    async def prepare(self, kernels: tuple[Kernel, ...] | None = None) -> float:
+    async def prepare(
+        self, kernels: tuple[Kernel, ...] | None = None, cfg: AttentionConfig | None = None
+    ) -> float:
         """Compile the pipelines now (default: all of the variant's that the device can run;
-        cached per device);
-        returns the time it took in ms."""
+        for a run of cfg where given; cached per device); returns the time it took in ms."""
         self.check_limits()
         t0 = time.perf_counter()
         every = self.variant.kernels_for(self.device.limits)
         for kernel in every if kernels is None else kernels:
-            await self.pipeline(kernel)
+            await self.pipeline(kernel, cfg)
         return (time.perf_counter() - t0) * 1e3
 
     async def run(
@@ -115,7 +121,7 @@ class AttentionRunner:
             raise ValueError(f"backward_runs: must be in [1, 16], got {backward_runs}")
 
         split = Split.of(chosen, cfg, self.device.limits)
-        timings = {"compile_ms": await self.prepare((chosen.forward, *chosen.backward))}
+        timings = {"compile_ms": await self.prepare((chosen.forward, *chosen.backward), cfg)}
         dev = self.device
         bufs: dict[str, Buffer] = {}
         try:
@@ -166,7 +172,7 @@ class AttentionRunner:
         """One compute pass per kernel, bound to the runner's buffers (create_buffers)."""
         out = []
         for kernel in kernels:
-            pipeline = await self.pipeline(kernel)
+            pipeline = await self.pipeline(kernel, cfg)
             entries = {i: bufs[name] for i, (name, _) in kernel.bindings.items()}
             group = self.device.create_bind_group(pipeline, entries)
             grid = kernel.workgroups(cfg, split.dq_slots, split.kv_parts)

@@ -24,6 +24,7 @@ from .config import (
     ConfigError,
     buffer_sizes,
     scratch_elems,
+    tiles_are_whole,
     whole_vec4s,
 )
 from .params import DEFAULT_PARAMS, check_layout
@@ -163,6 +164,11 @@ class Kernel:
     # row stats [Delta, LSE] (the fast backward's Delta pass): the roofline's least traffic
     # counts the sums only where it does (the scratch is otherwise G times dQ's size).
     dq_sums: bool = True
+    # A bool pipeline-overridable constant of the module ("": none) that a run sets to true
+    # where every tile the pass loads is whole (config.tiles_are_whole with
+    # rows_per_workgroup and cols_per_workgroup): the kernel may then load without bounds
+    # checks (the fast variant's FF_WHOLE). Other runs leave the module's default.
+    whole_tiles: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.entry_point, str) or not _IDENT.fullmatch(self.entry_point):
@@ -208,6 +214,21 @@ class Kernel:
             raise ConfigError("gemms", f"must be an int >= 0, got {self.gemms!r}")
         if not isinstance(self.dq_sums, bool):
             raise ConfigError("dq_sums", f"must be true or false, got {self.dq_sums!r}")
+        if not isinstance(self.whole_tiles, str) or (
+            self.whole_tiles and not _IDENT.fullmatch(self.whole_tiles)
+        ):
+            raise ConfigError(
+                "whole_tiles", f"must be a WGSL identifier or empty, got {self.whole_tiles!r}"
+            )
+        if self.whole_tiles and not self.cols_per_workgroup:
+            raise ConfigError("whole_tiles", "needs cols_per_workgroup (the column blocks)")
+
+    def constants(self, cfg: AttentionConfig) -> dict[str, float]:
+        """The pipeline-overridable constants a run of cfg sets: whole_tiles true (1.0:
+        WebGPU passes every constant as a double, and Dawn for Node takes no other type)
+        where its tiles are whole; none otherwise (the module's defaults)."""
+        whole = tiles_are_whole(cfg, self.rows_per_workgroup, self.cols_per_workgroup)
+        return {self.whole_tiles: 1.0} if self.whole_tiles and whole else {}
 
     @property
     def layout(self) -> tuple[tuple[int, str], ...]:
@@ -241,6 +262,7 @@ class Kernel:
             "key_parts": self.key_parts,
             "gemms": self.gemms,
             "dq_sums": self.dq_sums,
+            "whole_tiles": self.whole_tiles,
         }
 
     @classmethod
@@ -273,6 +295,7 @@ class Kernel:
                 d.get("key_parts", False),
                 d.get("gemms", 0),
                 d.get("dq_sums", True),
+                d.get("whole_tiles", ""),
             )
 
 

@@ -396,9 +396,22 @@ fn ff_valid4(v: vec4<f32>, src: FfRows, r: u32, c: u32) -> vec4<f32> {
     let d = fa2_params.head_dim;
     return select(vec4<f32>(0.0), ff_pick(v, d - c) * src.mul, src.row0 + r < src.rows && c < d);
 }
+// Whole tiles (a pipeline-overridable constant, set by the host: Kernel.whole_tiles): every
+// row and column a pass loads lies inside its tensor (a dense batch of whole 64-row tiles,
+// head_dim whole column blocks, visible ranges that start on tile boundaries), so loads
+// need neither bounds checks nor the unaligned-row path. On the H200 the checks cost 3-6 %
+// of every pass (ALU work beside the FMAs); a uniform branch on the tile's bounds at run
+// time won none of it back, as a constant does. Same bits either way.
+override FF_WHOLE: bool = false;
 // The 4 floats at rows r.x and r.y, columns c.x and c.y of src, as ff_valid4 leaves them.
 fn ff_fetch_pair(src: FfRows, r: vec2<u32>, c: vec2<u32>) -> FfPair {
-    let v = ff_load8(src.buf, ff_at(src, r.x, c.x), ff_at(src, r.y, c.y));
+    let i = ff_at(src, r.x, c.x);
+    let j = ff_at(src, r.y, c.y);
+    if (FF_WHOLE) {
+        let w = ff_vec4_pair(src.buf, i >> 2u, j >> 2u);
+        return FfPair(w.a * src.mul, w.b * src.mul);
+    }
+    let v = ff_load8(src.buf, i, j);
     return FfPair(ff_valid4(v.a, src, r.x, c.x), ff_valid4(v.b, src, r.y, c.y));
 }
 // This invocation's share of chunk [c0, c0 + FF_KC) of head_dim of 64 rows, loaded but not

@@ -34,7 +34,7 @@ class NoGPUWorkDevice(Device):
     async def _map_read(self, staging, spans, total):  # noqa: ANN001
         self._gpu_work()
 
-    async def _create_pipeline(self, module, entry_point, layout):  # noqa: ANN001
+    async def _create_pipeline(self, module, entry_point, layout, constants):  # noqa: ANN001
         self._gpu_work()
 
     async def _submit(self, encoder):  # noqa: ANN001

@@ -138,3 +138,70 @@ def test_kernel_window_is_the_reference_visibility() -> None:
             left,
             right,
         )
+
+
+def _tiles_inside(cfg: AttentionConfig, rows: int) -> bool:
+    """Whether every tile the fast kernels' passes walk lies inside Q and K: the forward's
+    key tiles from each query tile's first visible key (ff_key_range), the backward's query
+    tiles from each key tile's first visible query (ff_query_range), as the WGSL steps."""
+    from py_harness.config import kernel_window
+
+    left, right = kernel_window(cfg)
+    shift, sq, sk = cfg.causal_offset, cfg.seq_q, cfg.seq_k
+    if sq % rows or sk % rows:
+        return False
+    for q0 in range(0, sq, rows):
+        lo = max(q0 + shift - left, 0)
+        hi = min(max(q0 + rows - 1 + shift + right + 1, 0), sk)
+        if any(k0 + rows > sk for k0 in range(lo, hi, rows)):
+            return False
+    for k0 in range(0, sk, rows):
+        lo = max(k0 - shift - right, 0)
+        hi = min(max(k0 + rows - 1 - shift + left + 1, 0), sq)
+        if any(q0 + rows > sq for q0 in range(lo, hi, rows)):
+            return False
+    return True
+
+
+def test_whole_tiles_only_where_every_tile_is_inside() -> None:
+    """config.tiles_are_whole (which lets the fast kernels load without bounds checks) holds
+    only where every tile their passes walk lies inside the tensors, over random shapes,
+    windows, signed offsets and causal; and it holds for the plain, causal, bottom-right and
+    tile-aligned window runs it is meant for. Never for head_dim off the column blocks or a
+    variable-length batch."""
+    import numpy as np
+
+    from py_harness.config import tiles_are_whole
+
+    rng = np.random.default_rng(7)
+    held = 0
+    for _ in range(3000):
+        sq, sk = (int(x) * 32 for x in rng.integers(1, 10, 2))
+        kw: dict = {
+            "causal": bool(rng.integers(2)),
+            "causal_offset": 32 * int(rng.integers(-10, 10)),
+        }
+        if rng.integers(2):  # bounds of 32 k - 1 and 32 k, -1 meaning open
+            kw["window_left"], kw["window_right"] = (
+                int(x) // 2 * 32 - int(x) % 2 for x in rng.integers(0, 12, 2)
+            )
+        cfg = AttentionConfig(batch=1, num_heads=1, seq_q=sq, seq_k=sk, head_dim=64, **kw)
+        if tiles_are_whole(cfg, 64, 64):
+            held += 1
+            assert _tiles_inside(cfg, 64), kw | {"seq_q": sq, "seq_k": sk}
+    assert held > 200  # 270 of these draws
+    meant = [
+        {},
+        {"causal": True},
+        {"causal": True, "causal_offset": 64},  # bottom-right, Sk = Sq + 64
+        {"window_left": 64, "window_right": 0},
+        {"window_left": 128, "window_right": 64, "causal_offset": -64},
+    ]
+    for kw in meant:
+        cfg = AttentionConfig(batch=2, num_heads=2, seq_q=128, seq_k=192, head_dim=128, **kw)
+        assert tiles_are_whole(cfg, 64, 128) and _tiles_inside(cfg, 64), kw
+        assert not tiles_are_whole(cfg, 64, 256), kw  # head_dim 128 in blocks of 256
+    assert not tiles_are_whole(AttentionConfig(1, 2, 129, 128, 64), 64, 64)
+    assert not tiles_are_whole(AttentionConfig(1, 2, 128, 128, 64, window_left=63), 64, 64)
+    packed = AttentionConfig(2, 2, 64, 64, 64, cu_seqlens_q=(0, 64, 128), cu_seqlens_k=(0, 64, 128))
+    assert not tiles_are_whole(packed, 64, 64)

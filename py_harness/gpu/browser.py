@@ -17,6 +17,7 @@ from .device import (
     Buffer,
     Bytes,
     ComputePass,
+    Constants,
     Device,
     DeviceLostError,
     GPUError,
@@ -96,7 +97,7 @@ class BrowserDevice(Device):
         self._device.queue.submit(_js([encoder.finish()]))
 
     async def _create_pipeline(
-        self, module: ShaderModuleSource, entry_point: str, layout: Layout
+        self, module: ShaderModuleSource, entry_point: str, layout: Layout, constants: Constants
     ) -> Pipeline:
         shader = self._device.createShaderModule(_js({"label": module.label, "code": module.code}))
         info = await shader.getCompilationInfo()
@@ -115,7 +116,7 @@ class BrowserDevice(Device):
         descriptor = {
             "label": entry_point,
             "layout": pipeline_layout,
-            "compute": {"module": shader, "entryPoint": entry_point},
+            "compute": {"module": shader, "entryPoint": entry_point, "constants": constants},
         }
         handle = await self._scoped(
             f"createComputePipelineAsync({entry_point})",

@@ -109,6 +109,7 @@ KEPT_READBACKS = 2
 Bytes = bytes | memoryview
 
 Layout = tuple[tuple[int, str], ...]  # (binding, GPUBufferBindingType) of group 0
+Constants = dict[str, float]  # pipeline-overridable constants by name (GPUPipelineConstantValue)
 
 
 @dataclass
@@ -318,18 +319,27 @@ class Device(ABC):
     # -- pipelines -----------------------------------------------------------------
     @abstractmethod
     async def _create_pipeline(
-        self, module: ShaderModuleSource, entry_point: str, layout: Layout
+        self, module: ShaderModuleSource, entry_point: str, layout: Layout, constants: Constants
     ) -> Pipeline:
         """Compile (errors as ShaderCompileError / GPUError) and create the pipeline
-        with an explicit layout: group 0 holds `layout`'s buffer bindings."""
+        with an explicit layout (group 0 holds `layout`'s buffer bindings) and the
+        pipeline-overridable constants given (GPUProgrammableStage.constants)."""
 
     async def compute_pipeline(
-        self, module: ShaderModuleSource, entry_point: str, layout: Layout
+        self,
+        module: ShaderModuleSource,
+        entry_point: str,
+        layout: Layout,
+        constants: Constants | None = None,
     ) -> Pipeline:
-        """The pipeline for (module code, entry point, layout), compiled once per device."""
-        key = (module.digest, entry_point, layout)
+        """The pipeline for (module code, entry point, layout, constants), compiled once per
+        device."""
+        constants = constants or {}
+        key = (module.digest, entry_point, layout, tuple(sorted(constants.items())))
         if key not in self._pipelines:
-            self._pipelines[key] = await self._create_pipeline(module, entry_point, layout)
+            self._pipelines[key] = await self._create_pipeline(
+                module, entry_point, layout, constants
+            )
         return self._pipelines[key]
 
     @abstractmethod

@@ -23,6 +23,7 @@ from .device import (
     Buffer,
     Bytes,
     ComputePass,
+    Constants,
     Device,
     GPUError,
     Layout,
@@ -155,7 +156,7 @@ class NativeDevice(Device):
         self._guard("submit(clearBuffer)", lambda: self._device.queue.submit([encoder.finish()]))
 
     async def _create_pipeline(
-        self, module: ShaderModuleSource, entry_point: str, layout: Layout
+        self, module: ShaderModuleSource, entry_point: str, layout: Layout, constants: Constants
     ) -> Pipeline:
         try:
             shader = self._device.create_shader_module(label=module.label, code=module.code)
@@ -167,7 +168,7 @@ class NativeDevice(Device):
             bgl = dev.create_bind_group_layout(entries=layout_entries(layout, compute))
             pipeline = dev.create_compute_pipeline(
                 layout=dev.create_pipeline_layout(bind_group_layouts=[bgl]),
-                compute={"module": shader, "entry_point": entry_point},
+                compute={"module": shader, "entry_point": entry_point, "constants": constants},
             )
             return Pipeline(pipeline, bgl)
 

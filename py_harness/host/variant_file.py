@@ -33,6 +33,10 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
     dq_sums = false                         # optional (default true): the pass touches
                                             # only the row stats of the scratch, not dQ's
                                             # partial sums (roofline's traffic)
+    whole_tiles = "WHOLE"                   # optional: a bool override of the module set
+                                            # to true where every tile of rows_per_workgroup
+                                            # x cols_per_workgroup is inside the tensors
+                                            # (variant.Kernel.whole_tiles)
 
     [[backward]]                            # one table per pass, dispatched in order
     ...
@@ -105,6 +109,7 @@ KERNEL_KEYS = (
     "key_parts",
     "gemms",
     "dq_sums",
+    "whole_tiles",
 )
 # WebGPU's default limits, which a kernel needs no declaration to stay within.
 DEFAULT_LIMITS = {
@@ -260,6 +265,7 @@ class _KernelCheck:
                 self.table.get("key_parts", False),
                 self.table.get("gemms", 0),
                 self.table.get("dq_sums", True),
+                self.table.get("whole_tiles", ""),
             )
         except ConfigError as exc:
             raise VariantFileError(f"{self.where}: {exc}") from None

@@ -361,6 +361,16 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "if (ok.w) { ffb_scratch4[i.w] = sum[3]; }",
         "ffb_scratch4[i.w] = sum[3];",
     ),
+    # Whole tiles (FF_WHOLE): loads unchecked where tiles are not whole (rows past a
+    # sequence's end, columns past head_dim read as data), and the whole path's loads
+    # without the operand's scale (Q unscaled in the score GEMMs: the control case is whole).
+    _fast("whole-everywhere", FAST_COMMON, "    if (FF_WHOLE) {", "    if (true) {"),
+    _fast(
+        "whole-unscaled",
+        FAST_COMMON,
+        "return FfPair(w.a * src.mul, w.b * src.mul);",
+        "return FfPair(w.a, w.b);",
+    ),
     _fast(
         "load-second-vec4",
         FAST_COMMON,
@@ -779,6 +789,8 @@ FIRST_CATCH: dict[str, str] = {
     "fast-delta-aligned-even": "d18-sq113-sk59-h2-causal",
     "fast-dq-add-aligned-even": "d18-sq113-sk59-h2-causal",
     "fast-load-second-vec4": "d59-sq113-sk203-gqa6x2-causal",
+    "fast-whole-everywhere": "d59-sq113-sk203-gqa6x2-causal",
+    "fast-whole-unscaled": "d64-sq128-sk128-b2-h4",
     "fast-load-shift": "d1-sq17-sk17-h4",
     "fast-dq-sums-unaligned": "d32-sq59-sk203-mqa3x1",
     "fast-dq-rows-past-end": "d128-sq128-sk217-h4-win32",

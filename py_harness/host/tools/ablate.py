@@ -23,12 +23,21 @@ def _edit(name: str, old: str, new: str) -> Mutant:
     return Mutant(name, FAST_COMMON, old, new, variant="fast")
 
 
-_LOAD = "let v = ff_load8(src.buf, ff_at(src, r.x, c.x), ff_at(src, r.y, c.y));"
-# no load; the values depend on the indices, so nothing is folded away
-_SYNTHETIC = (
-    "let v = FfPair(vec4<f32>(f32(r.x), f32(c.x), src.mul, 1.0), "
-    "vec4<f32>(f32(r.y), f32(c.y), src.mul, 1.0));"
-)
+# The loads of whole tiles (FF_WHOLE) and of the others: no load; the values depend on the
+# indices, so nothing is folded away.
+_LOADS = {
+    "fetch-whole": ("let w = ff_vec4_pair(src.buf, i >> 2u, j >> 2u);", "w"),
+    "fetch": ("let v = ff_load8(src.buf, i, j);", "v"),
+}
+
+
+def _synthetic(name: str) -> str:
+    return (
+        f"let {name} = FfPair(vec4<f32>(f32(r.x), f32(c.x), src.mul, 1.0), "
+        "vec4<f32>(f32(r.y), f32(c.y), src.mul, 1.0));"
+    )
+
+
 # The anchors below follow the WGSL's layout (4 spaces per level, wrapped argument lists).
 _B_OPERAND = (
     "let b = mat4x4<f32>(\n"
@@ -65,7 +74,9 @@ _BARRIER = "\n        workgroupBarrier();"  # the staged steps' barriers, in loo
 ABLATIONS: dict[str, tuple[Mutant, ...]] = {
     "baseline": (),
     # every global load of a staged operand (scores and second GEMM)
-    "no-global-loads": (_edit("fetch", _LOAD, _SYNTHETIC),),
+    "no-global-loads": tuple(
+        _edit(name, load, _synthetic(var)) for name, (load, var) in _LOADS.items()
+    ),
     # half the shared-memory loads of both GEMMs' inner loops (one operand from registers)
     "half-shared-loads": (
         _edit(
