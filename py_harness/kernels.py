@@ -153,49 +153,29 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     qkv = {0: ("q", RO), 1: ("k", RO), 2: ("v", RO)}
     # Every key-tile pass binds all of these: the shared body refers to each.
     key_tiles = {**qkv, 4: ("d_out", RO), 6: ("dk", RW), 7: ("dv", RW), **pm, 10: ("stats", RW)}
-    key_passes: tuple[Kernel, ...] = (
-        # S, dP, dV, dK and dQ's partial sum
-        Kernel(
-            "fa2f_bwd_dk_dv",
+
+    def key_pass(entry_point: str, rows: str, gemms: int) -> Kernel:
+        return Kernel(
+            entry_point,
             bwd,
             key_tiles,
-            "slots",
+            rows,
             "kv_heads",
             FAST_ROWS,
             cols,
             True,
-            5,
+            gemms,
             whole_tiles=WHOLE,
-        ),
-    )
+        )
+
+    # S, dP, dV, dK and dQ's partial sum
+    key_passes: tuple[Kernel, ...] = (key_pass("fa2f_bwd_dk_dv", "slots", 5),)
     if head_dim == 128:
         key_passes = (
             # adds no dQ sums: one key tile per workgroup (slot = key tile, one round)
             # S, dV; then S again, dP, dK and dQ's partial sum: 6 GEMMs where FA counts 5
-            Kernel(
-                "fa2f_bwd_dv",
-                bwd,
-                key_tiles,
-                "seq_k",
-                "kv_heads",
-                FAST_ROWS,
-                cols,
-                True,
-                2,
-                whole_tiles=WHOLE,
-            ),
-            Kernel(
-                "fa2f_bwd_dk_dq",
-                bwd,
-                key_tiles,
-                "slots",
-                "kv_heads",
-                FAST_ROWS,
-                cols,
-                True,
-                4,
-                whole_tiles=WHOLE,
-            ),
+            key_pass("fa2f_bwd_dv", "seq_k", 2),
+            key_pass("fa2f_bwd_dk_dq", "slots", 4),
         )
     # adds the copies of dK and dV where the key-tile passes split their tiles (kv_parts)
     kv_sum = {6: ("dk", RW), 7: ("dv", RW), 8: pm[8], **seqlens}

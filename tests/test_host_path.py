@@ -5,9 +5,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +18,12 @@ from py_harness.host import variants
 from py_harness.host.judge.cases import Case
 from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.paths import shader_sources
-from py_harness.host.runtimes.registry import dawn_environment, runtime
 from py_harness.host.runtimes.sessions import PageError
 from py_harness.host.wire import decode_outputs, encode_tensors, run_on, tensor_blobs
 from py_harness.kernels import variant
 from py_harness.service import HarnessService
 from tests.fakes import NoGPUWorkDevice, own_thread
+from tests.native_child import child_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -173,24 +170,8 @@ async def _reuse_report(impl: str) -> dict[str, bool]:
 
 @pytest.mark.parametrize("impl", ["wgpu", "dawn"])
 def test_reused_buffers_give_the_bits_of_new_ones(impl: str) -> None:
-    why = runtime(impl).missing()
-    if why:
-        pytest.skip(why)
-    code = (
-        "import asyncio, json; from tests.test_host_path import _reuse_report; "
-        f"print(json.dumps(asyncio.run(_reuse_report({impl!r}))))"
-    )
-    env = dawn_environment() if impl == "dawn" else None
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-        check=True,
-    ).stdout
-    assert json.loads(out.splitlines()[-1]) == dict.fromkeys(
+    report = child_report(impl, "tests.test_host_path", "_reuse_report")
+    assert report == dict.fromkeys(
         (
             "outputs",
             "same bits",

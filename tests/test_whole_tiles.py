@@ -1,22 +1,15 @@
 """The fast kernels' whole-tile loads (FF_WHOLE, set where config.tiles_are_whole holds: no
 bounds checks) give the bits of their checked loads, with causal masking aligned bottom-right,
-windows, GQA, dropout and both tile families; the rule itself is tested in test_params.py."""
+windows, GQA, dropout and every tile family; the rule itself is tested in test_params.py."""
 
 from __future__ import annotations
-
-import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from py_harness.config import AttentionConfig
-from py_harness.host.runtimes.registry import dawn_environment, runtime
+from tests.native_child import child_report
 
-ROOT = Path(__file__).resolve().parents[1]
-
-# Whole tiles of 64 (head_dim 64 and 128) with what moves the tiles a pass walks.
+# Whole tiles of 64 with what moves the tiles a pass walks, in each tile family.
 CONFIGS = [
     AttentionConfig(2, 4, 128, 192, 64, causal=True, causal_offset=64, dropout_p=0.1, seed=3),
     AttentionConfig(1, 4, 128, 128, 64, window_left=64, window_right=0, softcap=5.0),
@@ -24,6 +17,8 @@ CONFIGS = [
         1, 4, 192, 128, 128, num_kv_heads=1, window_left=128, window_right=64, causal_offset=-64
     ),
     AttentionConfig(1, 8, 512, 64, 64, num_kv_heads=2),
+    # head_dim 256: two halves of one workgroup (lavapipe), column blocks (SwiftShader)
+    AttentionConfig(1, 2, 128, 128, 256, causal=True),
 ]
 
 
@@ -71,22 +66,5 @@ async def _whole_report(impl: str) -> list[dict[str, bool]]:
 
 @pytest.mark.parametrize("impl", ["wgpu", "dawn"])
 def test_whole_tile_loads_give_the_bits_of_checked_ones(impl: str) -> None:
-    why = runtime(impl).missing()
-    if why:
-        pytest.skip(why)
-    code = (
-        "import asyncio, json; from tests.test_whole_tiles import _whole_report; "
-        f"print(json.dumps(asyncio.run(_whole_report({impl!r}))))"
-    )
-    env = dawn_environment() if impl == "dawn" else None
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=600,
-        check=True,
-    ).stdout
-    report = json.loads(out.splitlines()[-1])
+    report = child_report(impl, "tests.test_whole_tiles", "_whole_report", timeout=600)
     assert report == [{"whole": True, "same bits": True}] * len(CONFIGS), report
