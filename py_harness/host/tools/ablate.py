@@ -98,6 +98,19 @@ ABLATIONS: dict[str, tuple[Mutant, ...]] = {
             ("pv2", "o = ff_pv_step(t, o, r0 + FF_VK, halves);"),
         )
     ),
+    # the forward's row max over a score tile through workgroup memory (its barrier and
+    # reads): each invocation keeps its own partial max, as no subgroup operation could
+    # (a row's 16 invocations span two subgroups of 32): the most subgroups could save
+    "no-row-reduction": (
+        _edit(
+            "row-max",
+            "fn ff_row_max(t: vec2<u32>, partial: vec4<f32>) -> vec4<f32> {\n"
+            "    ff_red_put(t, partial);\n"
+            "    workgroupBarrier();\n",
+            "fn ff_row_max(t: vec2<u32>, partial: vec4<f32>) -> vec4<f32> {\n"
+            "    if (t.x < 99u) { return ff_own4(partial); }\n",
+        ),
+    ),
     # half the multiply-adds of both GEMMs (same loads)
     "half-fma": (
         _edit(
