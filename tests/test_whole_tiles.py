@@ -23,8 +23,9 @@ CONFIGS = [
 
 
 async def _whole_report(impl: str) -> list[dict[str, bool]]:
-    """Per config: whether its tile passes set FF_WHOLE, and whether every output has the
-    same bits as with the module's default (checked loads). In a child process of the
+    """Per config: whether its tile passes set FF_WHOLE (and the forward's pipeline was made
+    with it), and whether every output has the same bits as with the module's default
+    (checked loads). In a child process of the
     runtime's environment (Dawn's driver is chosen before it loads)."""
     import numpy as np
 
@@ -53,9 +54,12 @@ async def _whole_report(impl: str) -> list[dict[str, bool]]:
             checked = (await run.run(cfg, x)).outputs
         finally:
             Kernel.constants = constants  # type: ignore[method-assign]
+        # the whole run's pipelines were made with the constant set (the cache's key)
+        set_on = {key[1] for key in dev._pipelines if key[3] == (("FF_WHOLE", 1.0),)}
         report.append(
             {
-                "whole": chosen.forward.constants(cfg) == {"FF_WHOLE": 1.0},
+                "whole": chosen.forward.constants(cfg) == {"FF_WHOLE": 1.0}
+                and chosen.forward.entry_point in set_on,
                 "same bits": {n: bytes(v) for n, v in whole.items()}
                 == {n: bytes(v) for n, v in checked.items()},
             }
