@@ -399,9 +399,9 @@ fn ff_valid4(v: vec4<f32>, src: FfRows, r: u32, c: u32) -> vec4<f32> {
 // Whole tiles (a pipeline-overridable constant, set by the host: Kernel.whole_tiles): every
 // row and column a pass loads lies inside its tensor (a dense batch of whole 64-row tiles,
 // head_dim whole column blocks, visible ranges that start on tile boundaries), so loads
-// need neither bounds checks nor the unaligned-row path. On the H200 the checks cost 3-6 %
-// of every pass (ALU work beside the FMAs); a uniform branch on the tile's bounds at run
-// time won none of it back, as a constant does. Same bits either way.
+// need neither bounds checks nor the unaligned-row path. On the H200 the checks cost 1.4-7.5 %
+// of each pass (ALU work beside the FMAs); a uniform branch on the tile's bounds at run
+// time made the forwards slower still, where a constant costs nothing. Same bits either way.
 override FF_WHOLE: bool = false;
 // The 4 floats at rows r.x and r.y, columns c.x and c.y of src, as ff_valid4 leaves them.
 fn ff_fetch_pair(src: FfRows, r: vec2<u32>, c: vec2<u32>) -> FfPair {
