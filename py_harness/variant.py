@@ -227,8 +227,10 @@ class Kernel:
         """The pipeline-overridable constants a run of cfg sets: whole_tiles true (1.0:
         WebGPU passes every constant as a double, and Dawn for Node takes no other type)
         where its tiles are whole; none otherwise (the module's defaults)."""
+        if not self.whole_tiles:
+            return {}
         whole = tiles_are_whole(cfg, self.rows_per_workgroup, self.cols_per_workgroup)
-        return {self.whole_tiles: 1.0} if self.whole_tiles and whole else {}
+        return {self.whole_tiles: 1.0} if whole else {}
 
     @property
     def layout(self) -> tuple[tuple[int, str], ...]:

@@ -174,7 +174,7 @@ class Device(ABC):
         whole mapping out before slicing it copied every byte twice)."""
         out: list[Bytes] = []
         for spans in self.staged(reads):
-            total = _staged_bytes(spans)
+            total = staged_bytes(spans)
             staging = self.readback_buffer(total)
             try:
                 encoder = self._encoder()
@@ -386,7 +386,7 @@ class Device(ABC):
             return Submitted(reads=list(reads), wall_ms=(time.perf_counter() - t0) * 1e3)
         self._resolve_queries(encoder, queries, n, resolved)
         first, *more = self.staged([(resolved, 8 * n), *reads])
-        staging = self.readback_buffer(_staged_bytes(first))
+        staging = self.readback_buffer(staged_bytes(first))
         rest = [(s.buffer, s.nbytes) for g in more for s in g]
         work = Submitted(staging, first, rest, resolved=resolved, queries=queries)
         try:
@@ -404,9 +404,7 @@ class Device(ABC):
         if work.staging is None:
             return work.wall_ms, (await self.read_buffers(work.reads) if work.reads else [])
         try:
-            stamps, *data = await self._map_read(
-                work.staging, work.spans, _staged_bytes(work.spans)
-            )
+            stamps, *data = await self._map_read(work.staging, work.spans, staged_bytes(work.spans))
         finally:
             self.discard(work)
         if work.reads:  # past one staging buffer's size
@@ -466,7 +464,7 @@ class Device(ABC):
         return None
 
 
-def _staged_bytes(spans: list[Span]) -> int:
+def staged_bytes(spans: list[Span]) -> int:
     """The bytes of a staging buffer that a group of spans fills (at least 4)."""
     return max(4, spans[-1].offset + spans[-1].nbytes)
 

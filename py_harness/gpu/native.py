@@ -33,6 +33,7 @@ from .device import (
     Span,
     device_limits,
     layout_entries,
+    staged_bytes,
     usage_flags,
 )
 
@@ -108,7 +109,7 @@ class NativeDevice(Device):
 
     def _upload_group(self, spans: list[Span], data: list[Bytes]) -> None:
         gpu, dev = self._gpu, self._device
-        total = max(4, spans[-1].offset + spans[-1].nbytes)
+        total = staged_bytes(spans)
         staging = self.upload_buffer(total).handle
         self._guard("mapAsync(WRITE)", lambda: staging.map_sync(gpu.MapMode.WRITE, 0, total))
         try:
