@@ -172,10 +172,12 @@ class AttentionRunner:
         """One compute pass per kernel, bound to the runner's buffers (create_buffers)."""
         out = []
         for kernel in kernels:
+            grid = kernel.workgroups(cfg, split.dq_slots, split.kv_parts)
+            if not all(grid):  # a pass with nothing to do here (Kernel.adds_kv_parts)
+                continue
             pipeline = await self.pipeline(kernel, cfg)
             entries = {i: bufs[name] for i, (name, _) in kernel.bindings.items()}
             group = self.device.create_bind_group(pipeline, entries)
-            grid = kernel.workgroups(cfg, split.dq_slots, split.kv_parts)
             out.append(ComputePass(pipeline, group, grid, kernel.entry_point))
         return out
 

@@ -169,6 +169,11 @@ class Kernel:
     # rows_per_workgroup and cols_per_workgroup): the kernel may then load without bounds
     # checks (the fast variant's FF_WHOLE). Other runs leave the module's default.
     whole_tiles: str = ""
+    # A pass that adds the copies of dK and dV the key_parts passes wrote: dispatched only
+    # where there are several (Variant.kv_parts > 1); with one part the key-tile passes
+    # stored the tensors themselves and it would do nothing (on the H200 such an empty
+    # dispatch over every key row took 0.03 ms, 1 % of a causal backward at S = 4096).
+    adds_kv_parts: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.entry_point, str) or not _IDENT.fullmatch(self.entry_point):
@@ -210,6 +215,8 @@ class Kernel:
             raise ConfigError("cols_per_workgroup", f"must be an int >= 0, got {cpw!r}")
         if not isinstance(self.key_parts, bool):
             raise ConfigError("key_parts", f"must be true or false, got {self.key_parts!r}")
+        if not isinstance(self.adds_kv_parts, bool):
+            raise ConfigError("adds_kv_parts", f"must be true or false, got {self.adds_kv_parts!r}")
         if isinstance(self.gemms, bool) or not isinstance(self.gemms, int) or self.gemms < 0:
             raise ConfigError("gemms", f"must be an int >= 0, got {self.gemms!r}")
         if not isinstance(self.dq_sums, bool):
@@ -243,6 +250,10 @@ class Kernel:
     def workgroups(
         self, cfg: AttentionConfig, slots: int = 0, kv_parts: int = 1
     ) -> tuple[int, int, int]:
+        """The dispatch's workgroups along x, y and z; (0, 0, 0): the pass is not dispatched
+        (adds_kv_parts with one part)."""
+        if self.adds_kv_parts and kv_parts < 2:
+            return (0, 0, 0)
         heads = getattr(cfg, self.heads)
         cols = math.ceil(cfg.head_dim / self.cols_per_workgroup) if self.cols_per_workgroup else 1
         if self.key_parts:
@@ -265,6 +276,7 @@ class Kernel:
             "gemms": self.gemms,
             "dq_sums": self.dq_sums,
             "whole_tiles": self.whole_tiles,
+            "adds_kv_parts": self.adds_kv_parts,
         }
 
     @classmethod
@@ -298,6 +310,7 @@ class Kernel:
                 d.get("gemms", 0),
                 d.get("dq_sums", True),
                 d.get("whole_tiles", ""),
+                d.get("adds_kv_parts", False),
             )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 import subprocess
@@ -96,7 +97,11 @@ def test_tiny_bench_writes_table_json_and_plot(
         if r["impl"] in VARIANTS:
             chosen = VARIANTS[r["impl"]].for_head_dim(16)
             passes = r["extra"]["pass_ms"]
-            assert list(passes) == [k.entry_point for k in (chosen.forward, *chosen.backward)]
+            # all but the pass adding dK/dV copies: one part per key tile here
+            cfg = AttentionConfig(1, 2, r["seq"], r["seq"], 16, causal=True)
+            assert chosen.kv_parts(cfg, 2**31) == 1
+            every = (chosen.forward, *chosen.backward)
+            assert list(passes) == [k.entry_point for k in every if not k.adds_kv_parts]
             assert sum(passes.values()) == pytest.approx(r["fwd_ms"] + r["bwd_ms"], rel=1e-9)
             # a full case on new buffers, and one on the buffers it gave back: each its own
             # wall time beyond its own GPU time (one run: it may beat the passes' medians)
@@ -130,7 +135,17 @@ def test_seq_k_benchmarks_short_keys_and_refuses_causal(tmp_path: Path) -> None:
     assert own_thread(main, [*argv, "wgpu", "--causal", "no", "--verify", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert [v["passed"] for v in doc["verify"]] == [True]
+    # every pass the runner dispatched is timed: the pass adding the copies of dK and dV
+    # only where the key tile's work is split (kv_parts > 1), as here with more queries
     fast = next(r for r in doc["rows"] if r["impl"] == "fast")
+    assert "fa2f_bwd_dq_sum" in fast["extra"]["pass_ms"]
+    assert "fa2f_bwd_kv_sum" not in fast["extra"]["pass_ms"]
+    cfg = AttentionConfig(batch=1, num_heads=4, num_kv_heads=1, seq_q=70, seq_k=5, head_dim=16)
+    assert VARIANTS["fast"].kv_parts(cfg, 2**31) == 1
+    longer = ["--seq", "1100", *argv[2:]]
+    assert own_thread(main, [*longer, "wgpu", "--causal", "no", "--json", str(out)]) == 0
+    fast = next(r for r in json.loads(out.read_text())["rows"] if r["impl"] == "fast")
+    assert VARIANTS["fast"].kv_parts(dataclasses.replace(cfg, seq_q=1100), 2**31) > 1
     assert "fa2f_bwd_kv_sum" in fast["extra"]["pass_ms"]
 
 

@@ -73,9 +73,9 @@ def test_fast_rows_and_workgroup_memory_match_the_wgsl() -> None:
         assert all(k.key_parts for k in key_tiles)
         assert not any(k.key_parts for k in (pre, dq_sum, kv_sum))
         # the per-row passes' rows per workgroup, as their WGSL computes the row
-        assert f"let qi = wg.y * {pre.rows_per_workgroup}u + lid;" in bwd
-        assert dq_sum.rows_per_workgroup == kv_sum.rows_per_workgroup
-        assert f"wg.y * {dq_sum.rows_per_workgroup}u + lid / 128u, c);" in bwd  # ffb_sum_cell
+        assert f"let qi = wg.y * {pre.rows_per_workgroup}u + r;" in bwd
+        assert f"let qi = wg.y * {dq_sum.rows_per_workgroup}u + lid / 16u;" in bwd
+        assert f"let kj = wg.y * {kv_sum.rows_per_workgroup}u + lid / 128u;" in bwd
     # the tile passes' workgroups are FF_WG invocations, the row passes' 256
     every = bwd + FORWARD.read_text()
     for entry in ("fa2f_fwd", "fa2f_bwd_dk_dv", "fa2f_bwd_dv", "fa2f_bwd_dk_dq"):
@@ -107,7 +107,7 @@ def test_head_dim_families_fall_back_where_the_device_lacks_their_limits() -> No
 
 def test_column_blocks_match_the_wgsl_and_cover_head_dim() -> None:
     """The workgroups along x split head_dim into blocks of the columns each workgroup
-    owns (FF_WG_COLS = 64 FF_NCOL FF_SPLIT of its module; the dQ sum pass's 128), and
+    owns (FF_WG_COLS = 64 FF_NCOL FF_SPLIT of its module; the sum passes' 64 and 128), and
     together cover every column up to the largest head_dim, with no block left empty."""
     bwd = BACKWARD.read_text()
     fast = VARIANTS["fast"]
@@ -124,14 +124,16 @@ def test_column_blocks_match_the_wgsl_and_cover_head_dim() -> None:
         ncol, split = _const(sizes, "FF_NCOL"), _const(sizes, "FF_SPLIT")
         *passes, dq_sum, kv_sum = (v.forward, *v.backward[1:])
         assert all(k.cols_per_workgroup == 64 * ncol * split for k in passes), v.forward.files
-        assert f"let c = wg.x * {dq_sum.cols_per_workgroup}u + lid % 128u;" in bwd
-        assert kv_sum.cols_per_workgroup == dq_sum.cols_per_workgroup
+        assert f"let c = wg.x * {dq_sum.cols_per_workgroup}u + (lid % 16u) * 4u;" in bwd
+        assert f"let c = wg.x * {kv_sum.cols_per_workgroup}u + lid % 128u;" in bwd
         assert v.backward[0].cols_per_workgroup == 0  # the Delta pass loops over head_dim
         for d in dims:
             cfg = AttentionConfig(batch=1, num_heads=1, seq_q=1, seq_k=1, head_dim=d)
             assert fast.for_head_dim(d, limits) is v
             for k in (v.forward, *v.backward):
-                x = k.workgroups(cfg, slots=1)[0]
+                # the pass adding dK/dV copies runs only with several (kv_parts > 1)
+                assert (k.workgroups(cfg, 1, 1) == (0, 0, 0)) == k.adds_kv_parts
+                x = k.workgroups(cfg, 1, 2 if k.adds_kv_parts else 1)[0]
                 cols = k.cols_per_workgroup or d
                 assert (x - 1) * cols < d <= x * cols, (k.entry_point, d, x)
                 # parts repeat the column blocks along x (ff_set_cols takes x % blocks)

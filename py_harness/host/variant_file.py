@@ -37,6 +37,8 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
                                             # to true where every tile of rows_per_workgroup
                                             # x cols_per_workgroup is inside the tensors
                                             # (variant.Kernel.whole_tiles)
+    adds_kv_parts = true                    # optional, backward: the pass adds the copies
+                                            # of dk, dv; not dispatched with one part
 
     [[backward]]                            # one table per pass, dispatched in order
     ...
@@ -110,6 +112,7 @@ KERNEL_KEYS = (
     "gemms",
     "dq_sums",
     "whole_tiles",
+    "adds_kv_parts",
 )
 # WebGPU's default limits, which a kernel needs no declaration to stay within.
 DEFAULT_LIMITS = {
@@ -266,6 +269,7 @@ class _KernelCheck:
                 self.table.get("gemms", 0),
                 self.table.get("dq_sums", True),
                 self.table.get("whole_tiles", ""),
+                self.table.get("adds_kv_parts", False),
             )
         except ConfigError as exc:
             raise VariantFileError(f"{self.where}: {exc}") from None

@@ -216,7 +216,10 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast("bwd-dropout-transposed", FAST_BWD, "ff_keep4(bh, qi, kj)", "ff_keep4(bh, kj, qi)"),
     _fast("dropout-hash", FAST_COMMON, "(word >> vec4<u32>(22u))", "(word >> vec4<u32>(21u))"),
     # Delta, per-row statistics, LSE
-    _fast("no-delta", FAST_BWD, "vec2<f32>((acc.x + acc.y) + (acc.z + acc.w),", "vec2<f32>(0.0,"),
+    _fast("no-delta", FAST_BWD, "vec2<f32>((v.x + v.y) + (v.z + v.w),", "vec2<f32>(0.0,"),
+    # Delta's lanes: the last four lanes' sums of a row taken as the four before (columns
+    # 48-63 of each 64 counted twice, 60-63 never)
+    _fast("delta-lanes", FAST_BWD, "ffb_lanes[r * 4u + 3u]", "ffb_lanes[r * 4u + 2u]"),
     _fast("row-stats", FAST_BWD, "ffb_stat(b, h, qc.y)", "ffb_stat(b, h, qc.x)"),
     _fast("fwd-lse-off", FAST_FWD, "m + log(lt)", "m + log(lt + 1.0e-3)"),
     # the second half of head_dim (> 64): not rescaled, or the first half stored twice
@@ -227,7 +230,10 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast("dq-not-transposed", FAST_BWD, "ff_put_pt(t, ", "ff_put_p(t, "),
     _fast("kv-tile-rounds", FAST_BWD, "nwg.y - 1u - slot", "nwg.y - slot"),
     _fast("dq-sum-one-slot", FAST_BWD, "g < slots; g++", "g < 1u; g++"),
-    _fast("dq-sum-not-zeroed", FAST_BWD, "ffb_scratch[i] = 0.0;", ""),
+    _fast("dq-sum-not-zeroed", FAST_BWD, "ffb_scratch4[i] = vec4<f32>(0.0);", ""),
+    # ... float by float (head_dim % 4 != 0): a row's third column of four left out where
+    # the row ends in it (head_dim 59: column 58)
+    _fast("dq-sum-last-columns", FAST_BWD, "if (n > 2u) { acc.z +=", "if (n > 3u) { acc.z +="),
     # head_dim 128's split passes: dQ's high half never accumulated, dV left unwritten
     _fast(
         "dq-high-half",
@@ -275,7 +281,12 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "vec2<u32>(ff_col0 + (lid % w) * 4u)",
         "vec2<u32>((lid % w) * 4u)",
     ),
-    _fast("dq-sum-col-block", FAST_BWD, "let c = wg.x * 128u + lid % 128u;", "let c = lid % 128u;"),
+    _fast(
+        "dq-sum-col-block",
+        FAST_BWD,
+        "let c = wg.x * 64u + (lid % 16u) * 4u;",
+        "let c = (lid % 16u) * 4u;",
+    ),
     # head_dim above 128 in two halves of one workgroup (fa2_fast_d256.wgsl): a half adding
     # its own partial scores instead of the other's, both halves summing the first half of
     # head_dim, the P tile's rows 2 and 3 of each block stored by neither half, the second
@@ -433,8 +444,8 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "delta-17bits",
         FAST_BWD,
-        "vec2<f32>((acc.x + acc.y) + (acc.z + acc.w),",
-        f"vec2<f32>({_rounded('(acc.x + acc.y) + (acc.z + acc.w)', 17)},",
+        "vec2<f32>((v.x + v.y) + (v.z + v.w),",
+        f"vec2<f32>({_rounded('(v.x + v.y) + (v.z + v.w)', 17)},",
     ),
     # exp through a 5-digit log2(e) (LOG2E_5_DIGITS): the forward's P (3.6-5.1x), the
     # backward's (3.5-4.7x)
@@ -763,6 +774,7 @@ FIRST_CATCH: dict[str, str] = {
     "fast-bwd-dropout-transposed": "d64-sq128-sk217-h4-drop0.17",
     "fast-dropout-hash": "d64-sq128-sk217-h4-drop0.17",
     "fast-no-delta": "d64-sq128-sk128-b2-h4",
+    "fast-delta-lanes": "d64-sq128-sk128-b2-h4",
     "fast-row-stats": "d64-sq128-sk128-b2-h4",
     "fast-fwd-lse-off": "d64-sq128-sk128-b2-h4",
     "fast-fwd-no-rescale-hi": "d128-sq128-sk217-h4-win32",
@@ -771,6 +783,7 @@ FIRST_CATCH: dict[str, str] = {
     "fast-kv-tile-rounds": "d8-sq129-sk257-b2-h32-causal-br",
     "fast-dq-sum-one-slot": "d64-sq128-sk128-b2-h4",
     "fast-dq-sum-not-zeroed": "d64-sq128-sk128-b2-h4",
+    "fast-dq-sum-last-columns": "d59-sq113-sk203-gqa6x2-causal",
     "fast-fwd-col-block-store": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-dkdv-col-block-store": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-dq-col-block-add": "d256-sq77-sk130-gqa4x2-causal-br",
