@@ -208,7 +208,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
                 },
                 "seq_q",
                 "num_heads",
-                16,
+                256,
                 dq_sums=False,  # writes the row stats only
             ),
             *key_passes,

@@ -35,7 +35,7 @@
 // order, so S, hence P = exp(S - LSE), equals the forward's to the bit: with large logits
 // any difference would be amplified by exp.
 // Q, K, V: fa2_fast_common.wgsl's vec4 views.
-@group(0) @binding(3) var<storage, read> ffb_o: array<f32>;
+@group(0) @binding(3) var<storage, read> ffb_o: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> ffb_do: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> ffb_dq: array<f32>;
 @group(0) @binding(6) var<storage, read_write> ffb_dk: array<f32>;
@@ -67,39 +67,32 @@ fn ffb_slot_len() -> u32 {
     return (p.num_heads * p.total_q * p.head_dim + 3u) & ~3u;
 }
 
-// Dispatch: (1, ceil(seq_q / 16), batch * num_heads); 16 invocations per query row, lane l
-// taking columns 4 l + 64 k (k = 0, 1, ...), so that consecutive invocations read a row's
-// consecutive vec4s. With one row per invocation each load instruction read 16 bytes of 32
-// rows (H200, S = 4096, 16 heads: 0.032 ms at head_dim 64 and 0.054 at 128, for 32 and 64
-// MB). The lanes' sums meet in workgroup memory, four vec4s per row.
-var<workgroup> ffb_lanes: array<vec4<f32>, 64>;
+// Dispatch: (1, ceil(seq_q / 256), batch * num_heads); one query row per invocation, dO and
+// O read as vec4s (cut from two where head_dim % 4 != 0). Sixteen invocations per row
+// reading consecutive vec4s, their sums meeting in workgroup memory, took 0.020 ms against
+// 0.032 on the H200 (S = 4096, 16 heads, head_dim 64) but 18 times as long on SwiftShader
+// (0.74 s against 0.04 at 65,536 rows), which pays for every barrier: not kept.
 @compute @workgroup_size(256)
 fn fa2f_bwd_pre(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
     let p = fa2_params;
     let b = wg.z / p.num_heads;
     let h = wg.z % p.num_heads;
-    let r = lid / 16u;
-    let qi = wg.y * 16u + r;
-    let live = qi < ff_seq(b).len_q;
+    let qi = wg.y * 256u + lid;
+    if (qi >= ff_seq(b).len_q) { return; }
+    let base = ((ff_seq(b).q_row0 + qi) * p.num_heads + h) * p.head_dim;
     var acc = vec4<f32>(0.0);
-    if (live) {
-        let base = ((ff_seq(b).q_row0 + qi) * p.num_heads + h) * p.head_dim;
-        for (var c = (lid % 16u) * 4u; c < p.head_dim; c += 64u) {
-            let i = base + c;
-            var g = ffb_do[i >> 2u];
-            if (p.head_dim % 4u != 0u) { g = ff_shift(g, ffb_do[(i >> 2u) + 1u], i & 3u); }
-            g = ff_pick(g, p.head_dim - c);
-            acc = fma(g, vec4<f32>(ffb_o[i], ffb_o[i + 1u], ffb_o[i + 2u], ffb_o[i + 3u]), acc);
+    for (var c = 0u; c < p.head_dim; c += 4u) {
+        let i = base + c;
+        var g = ffb_do[i >> 2u];
+        var o = ffb_o[i >> 2u];
+        if (p.head_dim % 4u != 0u) {
+            g = ff_shift(g, ffb_do[(i >> 2u) + 1u], i & 3u);
+            o = ff_shift(o, ffb_o[(i >> 2u) + 1u], i & 3u);
         }
+        acc = fma(ff_pick(g, p.head_dim - c), o, acc);
     }
-    ffb_lanes[lid / 4u][lid % 4u] = (acc.x + acc.y) + (acc.z + acc.w);
-    workgroupBarrier();
-    if (live && lid % 16u == 0u) {
-        let lo = ffb_lanes[r * 4u] + ffb_lanes[r * 4u + 1u];
-        let v = lo + (ffb_lanes[r * 4u + 2u] + ffb_lanes[r * 4u + 3u]);
-        let row = ff_stat_row(b, h, qi);
-        ffb_stats_out[row] = vec2<f32>((v.x + v.y) + (v.z + v.w), ffb_lse[row]);
-    }
+    let row = ff_stat_row(b, h, qi);
+    ffb_stats_out[row] = vec2<f32>((acc.x + acc.y) + (acc.z + acc.w), ffb_lse[row]);
 }
 
 // [Delta, LSE] of query qi of head h; a query past the end gets an empty row's (P = 0).

@@ -73,7 +73,7 @@ def test_fast_rows_and_workgroup_memory_match_the_wgsl() -> None:
         assert all(k.key_parts for k in key_tiles)
         assert not any(k.key_parts for k in (pre, dq_sum, kv_sum))
         # the per-row passes' rows per workgroup, as their WGSL computes the row
-        assert f"let qi = wg.y * {pre.rows_per_workgroup}u + r;" in bwd
+        assert f"let qi = wg.y * {pre.rows_per_workgroup}u + lid;" in bwd
         assert f"let qi = wg.y * {dq_sum.rows_per_workgroup}u + lid / 16u;" in bwd
         assert f"let kj = wg.y * {kv_sum.rows_per_workgroup}u + lid / 128u;" in bwd
     # the tile passes' workgroups are FF_WG invocations, the row passes' 256

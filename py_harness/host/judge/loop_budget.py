@@ -252,7 +252,7 @@ def _fast_dense_counts(
 ) -> dict[str, int]:
     out = {
         "fa2f_fwd": max(_fast_fwd(q0, cfg) for q0 in range(0, cfg.seq_q, FAST_ROWS)),
-        "fa2f_bwd_pre": _cdiv(cfg.head_dim, 64) + 1,  # its loop over a row's columns
+        "fa2f_bwd_pre": _cdiv(cfg.head_dim, 4) + 1,  # its head_dim loop
         "fa2f_bwd_dq_sum": slots + 1,  # its loop over the partial sums
         "fa2f_bwd_kv_sum": parts + 1,  # its loop over the copies of dK and dV
     }

@@ -216,10 +216,7 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast("bwd-dropout-transposed", FAST_BWD, "ff_keep4(bh, qi, kj)", "ff_keep4(bh, kj, qi)"),
     _fast("dropout-hash", FAST_COMMON, "(word >> vec4<u32>(22u))", "(word >> vec4<u32>(21u))"),
     # Delta, per-row statistics, LSE
-    _fast("no-delta", FAST_BWD, "vec2<f32>((v.x + v.y) + (v.z + v.w),", "vec2<f32>(0.0,"),
-    # Delta's lanes: the last four lanes' sums of a row taken as the four before (columns
-    # 48-63 of each 64 counted twice, 60-63 never)
-    _fast("delta-lanes", FAST_BWD, "ffb_lanes[r * 4u + 3u]", "ffb_lanes[r * 4u + 2u]"),
+    _fast("no-delta", FAST_BWD, "vec2<f32>((acc.x + acc.y) + (acc.z + acc.w),", "vec2<f32>(0.0,"),
     _fast("row-stats", FAST_BWD, "ffb_stat(b, h, qc.y)", "ffb_stat(b, h, qc.x)"),
     _fast("fwd-lse-off", FAST_FWD, "m + log(lt)", "m + log(lt + 1.0e-3)"),
     # the second half of head_dim (> 64): not rescaled, or the first half stored twice
@@ -444,8 +441,8 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "delta-17bits",
         FAST_BWD,
-        "vec2<f32>((v.x + v.y) + (v.z + v.w),",
-        f"vec2<f32>({_rounded('(v.x + v.y) + (v.z + v.w)', 17)},",
+        "vec2<f32>((acc.x + acc.y) + (acc.z + acc.w),",
+        f"vec2<f32>({_rounded('(acc.x + acc.y) + (acc.z + acc.w)', 17)},",
     ),
     # exp through a 5-digit log2(e) (LOG2E_5_DIGITS): the forward's P (3.6-5.1x), the
     # backward's (3.5-4.7x)
@@ -774,7 +771,6 @@ FIRST_CATCH: dict[str, str] = {
     "fast-bwd-dropout-transposed": "d64-sq128-sk217-h4-drop0.17",
     "fast-dropout-hash": "d64-sq128-sk217-h4-drop0.17",
     "fast-no-delta": "d64-sq128-sk128-b2-h4",
-    "fast-delta-lanes": "d64-sq128-sk128-b2-h4",
     "fast-row-stats": "d64-sq128-sk128-b2-h4",
     "fast-fwd-lse-off": "d64-sq128-sk128-b2-h4",
     "fast-fwd-no-rescale-hi": "d128-sq128-sk217-h4-win32",
