@@ -456,10 +456,28 @@ _SIZE_ARGUMENT = {
 DEFAULT_SIZE_ROLES = ("q", "d_out", "k", "v", "stats", "mask")
 
 
-def scratch_elems(cfg: AttentionConfig, slots: int) -> int:
+# Keys per tile of the band layout of dQ's partial sums (fa2_fast_backward.wgsl: FF_BR).
+DQ_BAND_TILE = 64
+
+
+def dq_band_blocks(cfg: AttentionConfig) -> int:
+    """Key tiles the band layout of dQ's partial sums holds: sequence b's tile kt is block
+    k_row0 // DQ_BAND_TILE + b + kt (fa2_fast_backward.wgsl: ffb_band_row), so sequences
+    never share one."""
+    t = DQ_BAND_TILE
+    seqs = cfg.sequences()
+    return max((k0 // t + b + -(-n // t) for b, (_, _, k0, n) in enumerate(seqs)), default=0)
+
+
+def scratch_elems(cfg: AttentionConfig, slots: int, band_rows: int = 0) -> int:
     """Floats of the "stats" scratch: [Delta, LSE] per query row, then `slots` partial sums
-    of dQ, each part rounded up to whole vec4s (the fast kernels read and add vec4s)."""
-    return whole_vec4s(2 * cfg.rows()) + slots * whole_vec4s(cfg.rows() * cfg.head_dim)
+    of dQ, each part rounded up to whole vec4s (the fast kernels read and add vec4s); with
+    band_rows > 0, the band layout instead: band_rows rows per head and key tile
+    (dq_band_blocks)."""
+    stats = whole_vec4s(2 * cfg.rows())
+    if band_rows:
+        return stats + whole_vec4s(dq_band_blocks(cfg) * cfg.num_heads * band_rows * cfg.head_dim)
+    return stats + slots * whole_vec4s(cfg.rows() * cfg.head_dim)
 
 
 def buffer_sizes(
@@ -467,19 +485,21 @@ def buffer_sizes(
     roles: Iterable[str] = DEFAULT_SIZE_ROLES,
     slots: int = 0,
     kv_parts: int = 1,
+    band_rows: int = 0,
 ) -> dict[str, int]:
     """Floats each role's buffer holds: a tensor its elements (cfg.shapes(); the mask's, 0
     when there is none), a packed role the sum of its parts, stats the scratch with `slots`
-    partial dQ sums, dk and dv `kv_parts` copies of whole vec4s where kv_parts > 1
-    (Kernel.key_parts). The one place buffer sizes are computed: the checks below, the runner's
-    buffers (allocated as buffer_bytes) and its read-backs use it. params is skipped: a
-    uniform, sized by its struct (params.params_size). alibi_slopes is ALIBI_SLOTS floats
-    whatever the config (the slopes, zero-padded), seqlens 4 VARLEN_MAX_BATCH words."""
+    partial dQ sums (or the band layout's, band_rows > 0: scratch_elems), dk and dv
+    `kv_parts` copies of whole vec4s where kv_parts > 1 (Kernel.key_parts). The one place
+    buffer sizes are computed: the checks below, the runner's buffers (allocated as
+    buffer_bytes) and its read-backs use it. params is skipped: a uniform, sized by its
+    struct (params.params_size). alibi_slopes is ALIBI_SLOTS floats whatever the config
+    (the slopes, zero-padded), seqlens 4 VARLEN_MAX_BATCH words."""
     floats = {name: math.prod(shape) for name, shape in cfg.shapes().items()}
     floats["mask"] = cfg.mask_elems()
     floats["alibi_slopes"] = ALIBI_SLOTS
     floats["seqlens"] = 4 * VARLEN_MAX_BATCH
-    floats["stats"] = scratch_elems(cfg, slots)
+    floats["stats"] = scratch_elems(cfg, slots, band_rows)
     if kv_parts > 1:
         for role in ("dk", "dv"):
             floats[role] = kv_parts * whole_vec4s(floats[role])

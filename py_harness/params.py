@@ -47,7 +47,10 @@ PARAM_FIELDS: tuple[tuple[str, str], ...] = (
     # rows (batch * seq_q when dense): the LSE is [H, total_q] there.
     ("varlen", "I"),
     ("total_q", "I"),
-    ("_pad0", "I"),
+    # The fast backward's dQ partial sums in the band layout, rows per key tile (0: per
+    # slot; the runner's Split, from Variant.dq_band_rows: only a variant whose layout
+    # names this field is given the band layout).
+    ("dq_band_rows", "I"),
     ("_pad1", "I"),
     ("_pad2", "I"),
 )
@@ -99,7 +102,9 @@ def field_offsets(layout: tuple[str, ...] = DEFAULT_PARAMS) -> dict[str, int]:
     return {name: 4 * i for i, name in enumerate(layout)}
 
 
-def param_values(cfg: AttentionConfig) -> dict[str, int | float]:
+def param_values(cfg: AttentionConfig, dq_band_rows: int = 0) -> dict[str, int | float]:
+    """Each field's value for a run of cfg; dq_band_rows is the runner's choice for the
+    device (runner.Split), not the configuration's."""
     sb, sh, sq, sk = cfg.mask_strides()
     left, right = kernel_window(cfg)
     return {
@@ -129,11 +134,14 @@ def param_values(cfg: AttentionConfig) -> dict[str, int | float]:
         "alibi_stride_b": cfg.alibi_stride_b(),
         "varlen": int(cfg.varlen),
         "total_q": cfg.total_q,
+        "dq_band_rows": dq_band_rows,
     }
 
 
-def pack_params(cfg: AttentionConfig, layout: tuple[str, ...] = DEFAULT_PARAMS) -> bytes:
+def pack_params(
+    cfg: AttentionConfig, layout: tuple[str, ...] = DEFAULT_PARAMS, dq_band_rows: int = 0
+) -> bytes:
     check_layout(layout)
-    values = param_values(cfg)
+    values = param_values(cfg, dq_band_rows)
     words = [values.get(name, 0) for name in layout]  # padding: 0
     return struct.pack(params_format(layout), *words, *[0] * (-len(layout) % 4))

@@ -41,15 +41,19 @@ class RunResult:
 @dataclass(frozen=True)
 class Split:
     """How a variant's backward splits its work on a device: dq_slots partial sums of dQ
-    (Variant.dq_slots; 0: none) and kv_parts copies of dK and dV (Variant.kv_parts)."""
+    (Variant.dq_slots; 0: none), or one per key tile in the band layout of dq_band_rows
+    rows each (Variant.dq_band_rows; 0: not), and kv_parts copies of dK and dV
+    (Variant.kv_parts)."""
 
     dq_slots: int = 0
     kv_parts: int = 1
+    dq_band_rows: int = 0
 
     @classmethod
     def of(cls, variant: Variant, cfg: AttentionConfig, limits: dict[str, int]) -> Split:
         cap = binding_cap(limits)
-        return cls(variant.dq_slots(cfg, cap), variant.kv_parts(cfg, cap))
+        band = variant.dq_band_rows(cfg, cap)
+        return cls(variant.dq_slots(cfg, cap, band), variant.kv_parts(cfg, cap), band)
 
 
 class AttentionRunner:
@@ -194,7 +198,9 @@ def create_buffers(
     placeholder), params packed in the variant's layout, the outputs and scratch zeroed.
     Taken from the device's released buffers where they match (Device.acquire_buffers):
     give them back with release_buffers (done here on an error)."""
-    sizes = buffer_sizes(cfg, variant.storage_roles, split.dq_slots, split.kv_parts)
+    sizes = buffer_sizes(
+        cfg, variant.storage_roles, split.dq_slots, split.kv_parts, split.dq_band_rows
+    )
     wanted: dict[str, tuple[int, tuple[str, ...]]] = {}
     data: dict[str, bytes] = {}
     for role, floats in sizes.items():
@@ -214,7 +220,7 @@ def create_buffers(
         else:
             wanted[role] = (buffer_bytes(floats if data[role] else 0), ("STORAGE", "COPY_DST"))
     if variant.binds("params"):
-        data["params"] = pack_params(cfg, variant.params)
+        data["params"] = pack_params(cfg, variant.params, split.dq_band_rows)
         wanted["params"] = (data_buffer_bytes(data["params"]), ("UNIFORM", "COPY_DST"))
     bufs = dev.acquire_buffers(wanted)
     try:  # whole floats and u32s (check_input_bytes, pack_params, pack_seqlens)

@@ -16,13 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import (
+    DQ_BAND_TILE,
     F32_BYTES,
     MAX_HEAD_DIM,
     PACKED,
     ROLES,
+    WINDOW_OPEN,
     AttentionConfig,
     ConfigError,
     buffer_sizes,
+    kernel_window,
     scratch_elems,
     tiles_are_whole,
     whole_vec4s,
@@ -76,6 +79,11 @@ PARTIAL_DQ_MAX = 64
 # dK/dV pass: 275 ms in one part per key tile, 281 in 4 parts of 7.5 tiles, 676 in 15
 # parts of 2), and an H200 is full long before.
 KV_PART_MIN_TILES = 8
+# The band layout of dQ's partial sums (Variant.dq_band_rows) where its sums take at most
+# this many times the slots' memory: it moves about the same bytes through the scratch
+# then (the slots' sums are read-modify-written, then read and zeroed; the band's written
+# once, then read), and its one key tile per workgroup balances a band's tapering ends.
+DQ_BAND_MAX_RATIO = 2
 
 
 def _key_tile_workgroups(cfg: AttentionConfig, tile: int) -> tuple[int, int]:
@@ -409,13 +417,16 @@ class Variant:
         workgroup per sum: see dq_slots)."""
         return any(k.rows == "slots" for k in self.backward)
 
-    def dq_slots(self, cfg: AttentionConfig, cap_bytes: int) -> int:
+    def dq_slots(self, cfg: AttentionConfig, cap_bytes: int, band_rows: int = 0) -> int:
         """How many partial sums of dQ the backward keeps (0: none). Enough that
         slots x batch x kv_heads workgroups fill a large GPU (PARTIAL_DQ_WORKGROUPS), at
         most one per key tile (the slots pass's rows_per_workgroup keys) and
-        PARTIAL_DQ_MAX, within one binding of cap_bytes."""
+        PARTIAL_DQ_MAX, within one binding of cap_bytes. In the band layout (band_rows > 0:
+        dq_band_rows) one workgroup per key tile, each with its own sum."""
         if not self.partial_dq:
             return 0
+        if band_rows:
+            return _key_tile_workgroups(cfg, DQ_BAND_TILE)[1]
         rows, d = cfg.rows(), cfg.head_dim
         fit = (cap_bytes // F32_BYTES - whole_vec4s(2 * rows)) // whole_vec4s(rows * d)
         if fit < 1:
@@ -429,6 +440,28 @@ class Variant:
         tile = min(k.rows_per_workgroup for k in self.backward if k.rows == "slots")
         want, tiles = _key_tile_workgroups(cfg, tile)
         return max(1, min(want, tiles, PARTIAL_DQ_MAX, fit))
+
+    def dq_band_rows(self, cfg: AttentionConfig, cap_bytes: int) -> int:
+        """Rows per key tile where the backward keeps dQ's partial sums in the band layout,
+        one sum per key tile from the start of its query range (fa2_fast_backward.wgsl); 0:
+        per slot (dq_slots). Only for a variant whose params name dq_band_rows (its kernels
+        read it), with tiles of DQ_BAND_TILE keys, a window bounded on both sides
+        (kernel_window: a key tile's queries are then at most tile + left + right rows,
+        rounded up here to whole tiles), and the band's sums at most DQ_BAND_MAX_RATIO times
+        the slots' and within one binding of cap_bytes."""
+        if not self.partial_dq or "dq_band_rows" not in self.params:
+            return 0
+        tile = min(k.rows_per_workgroup for k in self.backward if k.rows == "slots")
+        left, right = kernel_window(cfg)
+        if tile != DQ_BAND_TILE or WINDOW_OPEN in (left, right):
+            return 0
+        rows = tile * math.ceil((tile + left + right) / tile)
+        slots = self._slots_or_zero(cfg, cap_bytes)
+        stats = scratch_elems(cfg, 0)
+        band = scratch_elems(cfg, 0, rows)
+        if not slots or band - stats > DQ_BAND_MAX_RATIO * (scratch_elems(cfg, slots) - stats):
+            return 0
+        return rows if band * F32_BYTES <= cap_bytes else 0
 
     def kv_parts(self, cfg: AttentionConfig, cap_bytes: int) -> int:
         """How many parts each key tile's work is split into (1: none; see Kernel.key_parts):

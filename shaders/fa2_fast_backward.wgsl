@@ -30,6 +30,15 @@
 //    computing the score GEMMs: 9 GEMMs per tile pair.
 // 3. fa2f_bwd_dq_sum: dQ = the sum of the G partial sums (in slot order), which it zeroes
 //    for the next run (buffers start zeroed).
+//    Band layout (params.dq_band_rows > 0; the host chooses it where both window bounds
+//    are finite and it costs at most twice the slots' scratch: Variant.dq_band_rows): a
+//    partial sum per key tile instead, holding the dq_band_rows rows from its query
+//    range's start, and one key tile per workgroup (G = the key tiles). The key-tile pass
+//    stores where it would add (nothing reads before it writes, nothing needs zeroing),
+//    and the dQ sum adds, in key-tile order, the sums of the tiles that see the row. On
+//    the H200 (S = 4096, causal, window (1024, 1024)) the slots' rounds left the key-tile
+//    pass 9-10 % slower per visible score than causal alone, and the dQ sum's zeroing
+//    and the passes' read-modify-write cost the rest (docs/features.md).
 // 4. fa2f_bwd_kv_sum: with P > 1, dK and dV = the sums of their P copies (in part order).
 // Q is staged scaled (as the forward does) and the same products are summed in the same
 // order, so S, hence P = exp(S - LSE), equals the forward's to the bit: with large logits
@@ -163,24 +172,59 @@ fn ffb_kv_len() -> u32 {
 fn ffb_part(slot: u32, b: u32, h: u32, qi: u32) -> u32 {
     return ffb_stats_len() + slot * ffb_slot_len() + ff_stat_row(b, h, qi) * fa2_params.head_dim;
 }
-// Scratch float e += x, through the vec4 view.
-fn ffb_add1(e: u32, x: f32) {
-    ffb_scratch4[e >> 2u][e & 3u] += x;
+// The band layout's row r (from the start of the key tile's query range) of head h's
+// partial sum of key tile kt of sequence b. Sequence b's tiles are blocks k_row0 / 64 + b
+// onwards (config.dq_band_blocks): disjoint, as a sequence of n keys has at most
+// n / 64 + 1 tiles.
+fn ffb_band_row(b: u32, h: u32, kt: u32, r: u32) -> u32 {
+    let p = fa2_params;
+    let block = ff_seq(b).k_row0 / FF_BR + b + kt;
+    return ffb_stats_len() + ((block * p.num_heads + h) * p.dq_band_rows + r) * p.head_dim;
 }
-// Partial sum `slot` of dQ rows qr, columns c0 + 4 tx .. + 3, += m (column i: row qr[i]).
-fn ffb_add_rows(t: vec2<u32>, slot: u32, b: u32, h: u32, qr: vec4<u32>, c0: u32, m: mat4x4<f32>) {
+// Where key tile kt's part of dQ row (h, qi) goes: partial sum `slot`, or in the band
+// layout the tile's own sum (x: the tile's query range's start). Both computed and one
+// selected: uniform, without a branch (see ff_seq). (Computing a base per head once, and
+// rows from it, ran Tint's head_dim-64 backward 1.6 % slower on the H200, its causal and
+// plain alike; this costs the slot layout 0.3-0.7 %: docs/features.md.)
+fn ffb_dq_row(slot: u32, kt: u32, x: u32, b: u32, h: u32, qi: u32) -> u32 {
+    let band = fa2_params.dq_band_rows > 0u;
+    return select(ffb_part(slot, b, h, qi), ffb_band_row(b, h, kt, qi - x), band);
+}
+// Scratch float e += x (= x where `store`), through the vec4 view.
+fn ffb_add1(e: u32, x: f32, store: bool) {
+    if (store) {
+        ffb_scratch4[e >> 2u][e & 3u] = x;
+    } else {
+        ffb_scratch4[e >> 2u][e & 3u] += x;
+    }
+}
+// Key tile kt's part of dQ rows qr, columns c0 + 4 tx .. + 3: m (column i: row qr[i]),
+// added into partial sum `slot`, or stored into the tile's own in the band layout (x: the
+// start of its query range).
+fn ffb_add_rows(
+    t: vec2<u32>,
+    slot: u32,
+    kt: u32,
+    x: u32,
+    b: u32,
+    h: u32,
+    qr: vec4<u32>,
+    c0: u32,
+    m: mat4x4<f32>
+) {
     let p = fa2_params;
     let c = c0 + t.x * 4u;
     if (c >= p.head_dim) { return; }
     let ok = qr < vec4<u32>(ff_seq(b).len_q);
+    let store = p.dq_band_rows > 0u;
     // A row past the sequence's end is read as its last row of this sum (which only this
     // workgroup writes) and not stored.
     let q = min(qr, vec4<u32>(ff_seq(b).len_q - 1u));
     let e = vec4<u32>(
-        ffb_part(slot, b, h, q.x),
-        ffb_part(slot, b, h, q.y),
-        ffb_part(slot, b, h, q.z),
-        ffb_part(slot, b, h, q.w)
+        ffb_dq_row(slot, kt, x, b, h, q.x),
+        ffb_dq_row(slot, kt, x, b, h, q.y),
+        ffb_dq_row(slot, kt, x, b, h, q.z),
+        ffb_dq_row(slot, kt, x, b, h, q.w)
     ) + c;
     if (p.head_dim % 4u == 0u) {
         // e is a multiple of 4 (see the scratch's layout): whole vec4s (four floats at a time
@@ -188,41 +232,56 @@ fn ffb_add_rows(t: vec2<u32>, slot: u32, b: u32, h: u32, qr: vec4<u32>, c0: u32,
         // store might alias the next row's load, so each load waited for the one before:
         // the head_dim 128 dK/dQ pass took 4 % longer on the H200, the head_dim 64 pass 2.5 %.
         let i = e >> vec4<u32>(2u);
-        let sum = mat4x4<f32>(
-            ffb_scratch4[i.x],
-            ffb_scratch4[i.y],
-            ffb_scratch4[i.z],
-            ffb_scratch4[i.w]
-        ) + m;
+        var sum = m;
+        if (!store) {
+            sum += mat4x4<f32>(
+                ffb_scratch4[i.x],
+                ffb_scratch4[i.y],
+                ffb_scratch4[i.z],
+                ffb_scratch4[i.w]
+            );
+        }
         if (ok.x) { ffb_scratch4[i.x] = sum[0]; }
         if (ok.y) { ffb_scratch4[i.y] = sum[1]; }
         if (ok.z) { ffb_scratch4[i.z] = sum[2]; }
         if (ok.w) { ffb_scratch4[i.w] = sum[3]; }
         return;
     }
-    if (ok.x) { ffb_add_floats(e.x, c, m[0]); }
-    if (ok.y) { ffb_add_floats(e.y, c, m[1]); }
-    if (ok.z) { ffb_add_floats(e.z, c, m[2]); }
-    if (ok.w) { ffb_add_floats(e.w, c, m[3]); }
+    if (ok.x) { ffb_add_floats(e.x, c, m[0], store); }
+    if (ok.y) { ffb_add_floats(e.y, c, m[1], store); }
+    if (ok.z) { ffb_add_floats(e.z, c, m[2], store); }
+    if (ok.w) { ffb_add_floats(e.w, c, m[3], store); }
 }
-// Scratch floats e .. e + 3 += v, those of columns c .. c + 3 < head_dim (rows unaligned).
-fn ffb_add_floats(e: u32, c: u32, v: vec4<f32>) {
+// Scratch floats e .. e + 3 += v (= v where `store`), those of columns c .. c + 3 <
+// head_dim (rows unaligned).
+fn ffb_add_floats(e: u32, c: u32, v: vec4<f32>, store: bool) {
     let d = fa2_params.head_dim;
-    ffb_add1(e, v.x);
-    if (c + 1u < d) { ffb_add1(e + 1u, v.y); }
-    if (c + 2u < d) { ffb_add1(e + 2u, v.z); }
-    if (c + 3u < d) { ffb_add1(e + 3u, v.w); }
+    ffb_add1(e, v.x, store);
+    if (c + 1u < d) { ffb_add1(e + 1u, v.y, store); }
+    if (c + 2u < d) { ffb_add1(e + 2u, v.z, store); }
+    if (c + 3u < d) { ffb_add1(e + 3u, v.w, store); }
 }
 // dQ rows q0 + ty + 16 i += the P tile (scale dS, transposed to query rows) times the key
 // rows ks. Both column halves in one GEMM: at head_dim 128 that holds 32 more floats than
 // a half at a time, but reads the key rows once, not twice (6 % faster dK/dQ pass on the
 // H200). Each half is then added on its own: both halves' loads at once made that pass
 // 12 % slower (32 more live floats).
-fn ffb_dq_tile(lid: u32, t: vec2<u32>, slot: u32, b: u32, h: u32, q0: u32, ks: FfRows) {
+// (Key tile kt, whose query range starts at x, into partial sum `slot`: ffb_add_rows.)
+fn ffb_dq_tile(
+    lid: u32,
+    t: vec2<u32>,
+    slot: u32,
+    kt: u32,
+    x: u32,
+    b: u32,
+    h: u32,
+    q0: u32,
+    ks: FfRows
+) {
     let qr = q0 + t.y + FF_COLS;
     let dq = ff_pv_tile(lid, t, FfAcc(), ks, 3u);
-    ffb_add_rows(t, slot, b, h, qr, ff_col0, dq.lo);
-    if (FF_NCOL > 1u) { ffb_add_rows(t, slot, b, h, qr, ff_col0 + 64u, dq.hi); }
+    ffb_add_rows(t, slot, kt, x, b, h, qr, ff_col0, dq.lo);
+    if (FF_NCOL > 1u) { ffb_add_rows(t, slot, kt, x, b, h, qr, ff_col0 + 64u, dq.hi); }
 }
 fn ffb_store_kv(
     t: vec2<u32>,
@@ -355,7 +414,7 @@ fn ffb_key_tiles(lix: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
                     // dQ rows += scale dS K: the same dS, transposed to query rows.
                     ff_put_pt(t, ds * p.scale);
                     workgroupBarrier();
-                    ffb_dq_tile(lid, t, slot, b, h, q0, ks);
+                    ffb_dq_tile(lid, t, slot, kt, range.x, b, h, q0, ks);
                 }
             }
         }
@@ -395,12 +454,37 @@ fn fa2f_bwd_dk_dq(
 // columns 64 wg.x + 4 (lid % 16) .. + 3 of row 16 wg.y + lid / 16, as one vec4 of each sum
 // where head_dim % 4 == 0 (the sums' rows then start on vec4s: ffb_stats_len,
 // ffb_slot_len), else float by float. Each column adds its sums in slot order from 0, so
-// both ways give the same bits.
+// both ways give the same bits. In the band layout, the sums of the key tiles that see
+// the row instead (ffb_band_sum), which are not zeroed: each run's key-tile pass stores
+// them before this pass reads them.
 // Scratch float e, which it then zeroes.
 fn ffb_take(e: u32) -> f32 {
     let x = ffb_scratch4[e >> 2u][e & 3u];
     ffb_scratch4[e >> 2u][e & 3u] = 0.0;
     return x;
+}
+// Row qi of head h, columns c .. c + n - 1 (n <= 4), in the band layout: the partial sums
+// of the key tiles that see the row (ff_key_range), in key-tile order. A row that sees no
+// key reads none: dQ = 0.
+fn ffb_band_sum(b: u32, h: u32, qi: u32, c: u32, n: u32) -> vec4<f32> {
+    let p = fa2_params;
+    let keys = ff_key_range(b, qi, qi);
+    let end = select(0u, keys.y, keys.x < keys.y);
+    var acc = vec4<f32>(0.0);
+    for (var kt = keys.x / FF_BR; kt * FF_BR < end; kt++) {
+        let k0 = kt * FF_BR;
+        let x = ff_query_range(b, k0, min(k0 + FF_BR, ff_seq(b).len_k) - 1u).x;
+        let e = ffb_band_row(b, h, kt, qi - x) + c;
+        if (p.head_dim % 4u == 0u) {
+            acc += ffb_scratch4[e >> 2u];
+        } else {
+            acc.x += ffb_scratch4[e >> 2u][e & 3u];
+            if (n > 1u) { acc.y += ffb_scratch4[(e + 1u) >> 2u][(e + 1u) & 3u]; }
+            if (n > 2u) { acc.z += ffb_scratch4[(e + 2u) >> 2u][(e + 2u) & 3u]; }
+            if (n > 3u) { acc.w += ffb_scratch4[(e + 3u) >> 2u][(e + 3u) & 3u]; }
+        }
+    }
+    return acc;
 }
 @compute @workgroup_size(256)
 fn fa2f_bwd_dq_sum(
@@ -417,7 +501,9 @@ fn fa2f_bwd_dq_sum(
     let slots = (arrayLength(&ffb_scratch4) * 4u - ffb_stats_len()) / ffb_slot_len();
     let n = min(p.head_dim - c, 4u); // columns of this invocation
     var acc = vec4<f32>(0.0);
-    if (p.head_dim % 4u == 0u) {
+    if (p.dq_band_rows > 0u) {
+        acc = ffb_band_sum(b, h, qi, c, n);
+    } else if (p.head_dim % 4u == 0u) {
         for (var g = 0u; g < slots; g++) {
             let i = (ffb_part(g, b, h, qi) + c) >> 2u;
             acc += ffb_scratch4[i];

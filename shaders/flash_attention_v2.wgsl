@@ -60,7 +60,9 @@ struct FlashParams {
     alibi_stride_b: u32,
     varlen: u32, // the fast variant's variable-length batches (fa2_fast_common.wgsl: ff_seq)
     total_q: u32,
-    _pad0: u32,
+    // The fast backward's dQ partial sums per key tile, this many rows each (0: per slot;
+    // fa2_fast_backward.wgsl, "band layout").
+    dq_band_rows: u32,
     _pad1: u32,
     _pad2: u32,
 };

@@ -205,3 +205,14 @@ def test_whole_tiles_only_where_every_tile_is_inside() -> None:
     assert not tiles_are_whole(AttentionConfig(1, 2, 128, 128, 64, window_left=63), 64, 64)
     packed = AttentionConfig(2, 2, 64, 64, 64, cu_seqlens_q=(0, 64, 128), cu_seqlens_k=(0, 64, 128))
     assert not tiles_are_whole(packed, 64, 64)
+
+
+def test_dq_band_rows_is_the_runners_choice_not_the_configs() -> None:
+    """dq_band_rows comes from the runner's Split (0 unless given); a layout that pads its
+    place gets 0 there whatever the runner chose."""
+    cfg = AttentionConfig(1, 2, 64, 64, 16, window=9)
+    at = field_offsets()["dq_band_rows"] // 4
+    assert struct.unpack(PARAMS_FORMAT, pack_params(cfg))[at] == 0
+    assert struct.unpack(PARAMS_FORMAT, pack_params(cfg, dq_band_rows=128))[at] == 128
+    padded = tuple("_pad0" if f == "dq_band_rows" else f for f, _ in PARAM_FIELDS)
+    assert struct.unpack(PARAMS_FORMAT, pack_params(cfg, padded, 128))[at] == 0

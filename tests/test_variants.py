@@ -4,10 +4,11 @@ workgroup memory), so a tile-size edit cannot leave the host dispatching the wro
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
-from py_harness.config import AttentionConfig, ConfigError, buffer_sizes
+from py_harness.config import AttentionConfig, ConfigError, buffer_sizes, dq_band_blocks
 from py_harness.gpu.device import Buffer
 from py_harness.host.paths import SHADER_DIR
 from py_harness.kernels import (
@@ -156,6 +157,53 @@ def test_partial_dq_slots_fill_the_gpu_within_one_binding() -> None:
     # ... and a case whose scratch cannot fit is refused by name, with the limit
     with pytest.raises(ConfigError, match=r"seq_q.*over the device limit of 1000000 bytes"):
         fast.dq_slots(AttentionConfig(1, 16, 4096, 4096, 64), 1_000_000)
+
+
+def test_band_layout_where_a_window_bounds_both_sides() -> None:
+    """dQ's partial sums per key tile (Variant.dq_band_rows) where the window is bounded on
+    both sides and the band costs at most DQ_BAND_MAX_RATIO times the slots' memory; one
+    workgroup per key tile then; never for a variant whose params do not name the field."""
+    fast = VARIANTS["fast"].for_head_dim(64)
+    big = 1 << 40
+    band = AttentionConfig(1, 16, 4096, 4096, 64, causal=True, window_left=1024, window_right=1024)
+    # causal caps right at 0: 64 + 1024 rows, 17 tiles; 64 blocks x 1088 rows against 16
+    # sums of 4096 rows
+    assert fast.dq_band_rows(band, big) == 1088
+    assert Split.of(fast, band, {"maxStorageBufferBindingSize": big, "maxBufferSize": big}) == (
+        Split(dq_slots=64, kv_parts=1, dq_band_rows=1088)
+    )
+    stats = scratch_elems(band, 0)
+    assert scratch_elems(band, 0, 1088) == stats + 64 * 16 * 1088 * 64
+    # not causal: 2112 rows, 2.06 times the slots' sums
+    both = AttentionConfig(1, 16, 4096, 4096, 64, window_left=1024, window_right=1024)
+    assert fast.dq_band_rows(both, big) == 0
+    # a side left open (causal alone, left only), the seed, a layout without the field
+    for cfg in (
+        AttentionConfig(1, 16, 4096, 4096, 64, causal=True),
+        AttentionConfig(1, 16, 4096, 4096, 64, window_right=40),
+    ):
+        assert fast.dq_band_rows(cfg, big) == 0
+    assert VARIANTS["seed"].dq_band_rows(band, big) == 0
+    padded = tuple("_pad0" if f == "dq_band_rows" else f for f in fast.params)
+    assert replace(fast, params=padded).dq_band_rows(band, big) == 0
+    # one float over the binding: the slots instead (all 16 fit: the band is 1.06 times them)
+    cap = 4 * scratch_elems(band, 0, 1088) - 4
+    assert fast.dq_band_rows(band, cap) == 0 and fast.dq_slots(band, cap) == 16
+    # window w: w - 1 keys each side; two sequences of 113 keys take blocks 0-1 and 2-3
+    # (sequence b's tiles from k_row0 // 64 + b: they would meet in block 1 otherwise)
+    win = AttentionConfig(2, 4, 100, 113, 16, window=17)
+    assert fast.dq_band_rows(win, big) == 128 and dq_band_blocks(win) == 4
+    varlen = AttentionConfig(
+        3,
+        4,
+        200,
+        300,
+        64,
+        window=8,
+        cu_seqlens_q=(0, 113, 153, 353),
+        cu_seqlens_k=(0, 113, 413, 483),
+    )
+    assert dq_band_blocks(varlen) == max(0 + 0 + 2, 1 + 1 + 5, 6 + 2 + 2)
 
 
 def test_key_tiles_split_into_parts_where_they_are_too_few() -> None:

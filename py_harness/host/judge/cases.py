@@ -231,8 +231,10 @@ CASES: tuple[Case, ...] = (
     # them. Bottom-right causal with Sq > Sk (offset -90: the first 90 rows see no key)
     Case(59, 203, 113, num_heads=6, num_kv_heads=2, causal=True, bottom_right=True, smoke=True),
     # (left, right) windows: asymmetric; left only, bottom-right (past the causal edge by
-    # 3 keys); one key per row (0, 0); with causal (right capped at 0), Sq > Sk
-    Case(48, 113, 203, window_left=5, window_right=40, smoke=True),
+    # 3 keys); one key per row (0, 0); with causal (right capped at 0), Sq > Sk. The first
+    # runs its backward twice: the fast backward's band layout stores dQ's partial sums
+    # (Variant.dq_band_rows), and a second run must not add onto the first's
+    Case(48, 113, 203, window_left=5, window_right=40, smoke=True, repeat_backward=True),
     Case(32, 130, 300, bottom_right=True, window_right=3, smoke=True),
     Case(16, 77, 77, num_heads=2, num_kv_heads=2, window_left=0, window_right=0),
     Case(64, 300, 130, causal=True, bottom_right=True, window_left=37, smoke=True),
@@ -253,6 +255,9 @@ CASES: tuple[Case, ...] = (
         softcap=3.0,
         mask="keypad",
         dropout_p=0.17,
+        # the fast backward's band layout with head_dim % 4 != 0 (its sums read float by
+        # float) and two sequences whose key tiles meet inside a block of 64 (Sk = 113)
+        smoke=True,
     ),
     # ALiBi (FlashAttention-2's slopes times |kj - qi - offset|): one slope per head, no
     # causal (both sides of the diagonal; the fast variant's wholly visible tiles); per batch

@@ -232,7 +232,8 @@ def fast_counts(cfg: AttentionConfig, kv_parts: int | None = None) -> dict[str, 
     the parts per key tile the runner chooses (Variant.kv_parts) or `kv_parts`."""
     chosen = FAST.for_head_dim(cfg.head_dim)
     try:
-        slots = chosen.dq_slots(cfg, LAVAPIPE_BINDING_CAP)
+        band = chosen.dq_band_rows(cfg, LAVAPIPE_BINDING_CAP)
+        slots = chosen.dq_slots(cfg, LAVAPIPE_BINDING_CAP, band)
     except ConfigError:  # refused before any GPU work: nothing runs
         return {}
     parts = kv_parts or chosen.kv_parts(cfg, LAVAPIPE_BINDING_CAP)
@@ -241,22 +242,27 @@ def fast_counts(cfg: AttentionConfig, kv_parts: int | None = None) -> dict[str, 
         for _, len_q, _, len_k in cfg.sequences():
             if len_q and len_k:
                 one = cfg.dense_sequence(len_q, len_k)
-                for entry, c in _fast_dense_counts(one, slots, parts, chosen).items():
+                for entry, c in _fast_dense_counts(one, slots, parts, chosen, band).items():
                     out[entry] = max(out.get(entry, 0), c)
         return out
-    return _fast_dense_counts(cfg, slots, parts, chosen)
+    return _fast_dense_counts(cfg, slots, parts, chosen, band)
 
 
 def _fast_dense_counts(
-    cfg: AttentionConfig, slots: int, parts: int, chosen: Variant
+    cfg: AttentionConfig, slots: int, parts: int, chosen: Variant, band: int = 0
 ) -> dict[str, int]:
+    tiles = _cdiv(cfg.seq_k, FAST_ROWS)
+    if band:  # the key tiles a row sees: left + right + 1 keys, over one more tile at most
+        left, right = kernel_window(cfg)
+        sums = min(tiles, _cdiv(left + right + 1, FAST_ROWS) + 1)
+    else:
+        sums = slots
     out = {
         "fa2f_fwd": max(_fast_fwd(q0, cfg) for q0 in range(0, cfg.seq_q, FAST_ROWS)),
         "fa2f_bwd_pre": _cdiv(cfg.head_dim, 4) + 1,  # its head_dim loop
-        "fa2f_bwd_dq_sum": slots + 1,  # its loop over the partial sums
+        "fa2f_bwd_dq_sum": sums + 1,  # its loop over the partial sums (band: key tiles)
         "fa2f_bwd_kv_sum": parts + 1,  # its loop over the copies of dK and dV
     }
-    tiles = _cdiv(cfg.seq_k, FAST_ROWS)
     for kernel in chosen.backward:  # the chosen family's key-tile pass(es)
         if kernel.entry_point not in _KEY_PASSES:
             continue

@@ -230,7 +230,35 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast("dq-sum-not-zeroed", FAST_BWD, "ffb_scratch4[i] = vec4<f32>(0.0);", ""),
     # ... float by float (head_dim % 4 != 0): a row's third column of four left out where
     # the row ends in it (head_dim 59: column 58)
-    _fast("dq-sum-last-columns", FAST_BWD, "if (n > 2u) { acc.z +=", "if (n > 3u) { acc.z +="),
+    _fast(
+        "dq-sum-last-columns",
+        FAST_BWD,
+        "if (n > 2u) { acc.z += ffb_take",
+        "if (n > 3u) { acc.z += ffb_take",
+    ),
+    # ... in the band layout (Variant.dq_band_rows): a row's first or last key tile left
+    # out of its sum, the sequences' blocks overlapping (the "+ b" left out), the key-tile
+    # pass adding to what the last run left where it should store
+    _fast(
+        "dq-band-first-tile",
+        FAST_BWD,
+        "for (var kt = keys.x / FF_BR;",
+        "for (var kt = keys.x / FF_BR + 1u;",
+    ),
+    _fast("dq-band-last-tile", FAST_BWD, "kt * FF_BR < end; kt++", "(kt + 1u) * FF_BR < end; kt++"),
+    _fast(
+        "dq-band-blocks-overlap",
+        FAST_BWD,
+        "ff_seq(b).k_row0 / FF_BR + b + kt",
+        "ff_seq(b).k_row0 / FF_BR + kt",
+    ),
+    _fast("dq-band-adds", FAST_BWD, "let store = p.dq_band_rows > 0u;", "let store = false;"),
+    _fast(
+        "dq-band-last-columns",
+        FAST_BWD,
+        "if (n > 2u) { acc.z += ffb_scratch4",
+        "if (n > 3u) { acc.z += ffb_scratch4",
+    ),
     # head_dim 128's split passes: dQ's high half never accumulated, dV left unwritten
     _fast(
         "dq-high-half",
@@ -269,8 +297,8 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "dq-col-block-add",
         FAST_BWD,
-        "(t, slot, b, h, qr, ff_col0, dq.lo)",
-        "(t, slot, b, h, qr, 0u, dq.lo)",
+        "(t, slot, kt, x, b, h, qr, ff_col0, dq.lo)",
+        "(t, slot, kt, x, b, h, qr, 0u, dq.lo)",
     ),
     _fast(
         "rows-col-block",
@@ -728,6 +756,8 @@ PATH_DEPENDENT: frozenset[str] = frozenset(
     }
 )
 
+# The band layout's smoke case with head_dim % 4 != 0 and two sequences.
+BAND_FLOATS = "d59-sq203-sk113-b2-gqa6x2-causal-br-wl50-cap3-mask-keypad-drop0.17"
 # The varlen smoke case with every other axis.
 VARLEN_ALL = "d64-vq113.40.200-vk113.300.70-h4-wl30-wr5-cap4-alibi-b-drop0.17"
 # The smoke case that first caught each mutant (measured with wgpu-py on lavapipe).
@@ -780,6 +810,11 @@ FIRST_CATCH: dict[str, str] = {
     "fast-dq-sum-one-slot": "d64-sq128-sk128-b2-h4",
     "fast-dq-sum-not-zeroed": "d64-sq128-sk128-b2-h4",
     "fast-dq-sum-last-columns": "d59-sq113-sk203-gqa6x2-causal",
+    "fast-dq-band-first-tile": "d48-sq113-sk203-h4-wl5-wr40",
+    "fast-dq-band-last-tile": "d48-sq113-sk203-h4-wl5-wr40",
+    "fast-dq-band-blocks-overlap": BAND_FLOATS,
+    "fast-dq-band-last-columns": BAND_FLOATS,
+    "fast-dq-band-adds": "d48-sq113-sk203-h4-wl5-wr40",
     "fast-fwd-col-block-store": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-dkdv-col-block-store": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-dq-col-block-add": "d256-sq77-sk130-gqa4x2-causal-br",
