@@ -28,8 +28,12 @@
 //    less time than the two (docs/features.md); where the device lacks 512 invocations,
 //    the 128 family's two passes, two workgroups splitting the output columns, each
 //    computing the score GEMMs: 9 GEMMs per tile pair.
-// 3. fa2f_bwd_dq_sum: dQ = the sum of the G partial sums (in slot order), which it zeroes
-//    for the next run (buffers start zeroed).
+// 3. fa2f_bwd_dq_sum: dQ = the sum of the G partial sums (in slot order). Where every key
+//    tile's query range runs to the sequence's end (no left window bound: plain, causal),
+//    a slot's first round reaches every row it will add to, later rounds' ranges starting
+//    no earlier, so the first round stores where it would add and the sums need no zeroing
+//    (rows a slot never reaches keep the zeros buffers start with). Otherwise this pass
+//    zeroes each sum for the next run (ffb_first_round_covers).
 //    Band layout (params.dq_band_rows > 0; the host chooses it where both window bounds
 //    are finite and it costs at most twice the slots' scratch: Variant.dq_band_rows): a
 //    partial sum per key tile instead, holding the dq_band_rows rows from its query
@@ -190,6 +194,12 @@ fn ffb_dq_row(slot: u32, kt: u32, x: u32, b: u32, h: u32, qi: u32) -> u32 {
     let band = fa2_params.dq_band_rows > 0u;
     return select(ffb_part(slot, b, h, qi), ffb_band_row(b, h, kt, qi - x), band);
 }
+// Whether the first round of key tiles reaches every row a slot adds to in sequence b: the
+// query range of key 0 already runs to the sequence's end, so every tile's does (the ranges'
+// ends grow with the key, their starts too, and rounds go up the keys).
+fn ffb_first_round_covers(b: u32) -> bool {
+    return ff_query_range(b, 0u, 0u).y >= ff_seq(b).len_q;
+}
 // Scratch float e += x (= x where `store`), through the vec4 view.
 fn ffb_add1(e: u32, x: f32, store: bool) {
     if (store) {
@@ -199,8 +209,8 @@ fn ffb_add1(e: u32, x: f32, store: bool) {
     }
 }
 // Key tile kt's part of dQ rows qr, columns c0 + 4 tx .. + 3: m (column i: row qr[i]),
-// added into partial sum `slot`, or stored into the tile's own in the band layout (x: the
-// start of its query range).
+// added into partial sum `slot`, or stored where `store` (the band layout: the tile's own
+// sum; x: the start of its query range).
 fn ffb_add_rows(
     t: vec2<u32>,
     slot: u32,
@@ -210,13 +220,13 @@ fn ffb_add_rows(
     h: u32,
     qr: vec4<u32>,
     c0: u32,
-    m: mat4x4<f32>
+    m: mat4x4<f32>,
+    store: bool
 ) {
     let p = fa2_params;
     let c = c0 + t.x * 4u;
     if (c >= p.head_dim) { return; }
     let ok = qr < vec4<u32>(ff_seq(b).len_q);
-    let store = p.dq_band_rows > 0u;
     // A row past the sequence's end is read as its last row of this sum (which only this
     // workgroup writes) and not stored.
     let q = min(qr, vec4<u32>(ff_seq(b).len_q - 1u));
@@ -276,12 +286,13 @@ fn ffb_dq_tile(
     b: u32,
     h: u32,
     q0: u32,
-    ks: FfRows
+    ks: FfRows,
+    store: bool
 ) {
     let qr = q0 + t.y + FF_COLS;
     let dq = ff_pv_tile(lid, t, FfAcc(), ks, 3u);
-    ffb_add_rows(t, slot, kt, x, b, h, qr, ff_col0, dq.lo);
-    if (FF_NCOL > 1u) { ffb_add_rows(t, slot, kt, x, b, h, qr, ff_col0 + 64u, dq.hi); }
+    ffb_add_rows(t, slot, kt, x, b, h, qr, ff_col0, dq.lo, store);
+    if (FF_NCOL > 1u) { ffb_add_rows(t, slot, kt, x, b, h, qr, ff_col0 + 64u, dq.hi, store); }
 }
 fn ffb_store_kv(
     t: vec2<u32>,
@@ -414,7 +425,10 @@ fn ffb_key_tiles(lix: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
                     // dQ rows += scale dS K: the same dS, transposed to query rows.
                     ff_put_pt(t, ds * p.scale);
                     workgroupBarrier();
-                    ffb_dq_tile(lid, t, slot, kt, range.x, b, h, q0, ks);
+                    // stored, not added: the band layout's own sums, or a first round
+                    // that reaches every row (ffb_first_round_covers)
+                    let store = p.dq_band_rows > 0u || (round == 0u && ffb_first_round_covers(b));
+                    ffb_dq_tile(lid, t, slot, kt, range.x, b, h, q0, ks, store);
                 }
             }
         }
@@ -457,10 +471,10 @@ fn fa2f_bwd_dk_dq(
 // both ways give the same bits. In the band layout, the sums of the key tiles that see
 // the row instead (ffb_band_sum), which are not zeroed: each run's key-tile pass stores
 // them before this pass reads them.
-// Scratch float e, which it then zeroes.
-fn ffb_take(e: u32) -> f32 {
+// Scratch float e, which it then zeroes where `zero`.
+fn ffb_take(e: u32, zero: bool) -> f32 {
     let x = ffb_scratch4[e >> 2u][e & 3u];
-    ffb_scratch4[e >> 2u][e & 3u] = 0.0;
+    if (zero) { ffb_scratch4[e >> 2u][e & 3u] = 0.0; }
     return x;
 }
 // Row qi of head h, columns c .. c + n - 1 (n <= 4), in the band layout: the partial sums
@@ -504,18 +518,20 @@ fn fa2f_bwd_dq_sum(
     if (p.dq_band_rows > 0u) {
         acc = ffb_band_sum(b, h, qi, c, n);
     } else if (p.head_dim % 4u == 0u) {
+        let zero = !ffb_first_round_covers(b);
         for (var g = 0u; g < slots; g++) {
             let i = (ffb_part(g, b, h, qi) + c) >> 2u;
             acc += ffb_scratch4[i];
-            ffb_scratch4[i] = vec4<f32>(0.0);
+            if (zero) { ffb_scratch4[i] = vec4<f32>(0.0); }
         }
     } else {
+        let zero = !ffb_first_round_covers(b);
         for (var g = 0u; g < slots; g++) {
             let e = ffb_part(g, b, h, qi) + c;
-            acc.x += ffb_take(e);
-            if (n > 1u) { acc.y += ffb_take(e + 1u); }
-            if (n > 2u) { acc.z += ffb_take(e + 2u); }
-            if (n > 3u) { acc.w += ffb_take(e + 3u); }
+            acc.x += ffb_take(e, zero);
+            if (n > 1u) { acc.y += ffb_take(e + 1u, zero); }
+            if (n > 2u) { acc.z += ffb_take(e + 2u, zero); }
+            if (n > 3u) { acc.w += ffb_take(e + 3u, zero); }
         }
     }
     let o = ((ff_seq(b).q_row0 + qi) * p.num_heads + h) * p.head_dim + c;

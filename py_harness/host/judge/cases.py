@@ -190,6 +190,24 @@ CASES: tuple[Case, ...] = (
         bottom_right=True,
         smoke=True,
     ),
+    # ... and with a left window bound, whose key tiles' query ranges stop short of the
+    # end, so a slot's second round adds rows its first did not reach (slot 0: its first
+    # tile's queries end at 14, its second's at 80; whole query tiles of 64 are walked) and
+    # the dQ sum pass zeroes the sums for the next run (run twice); right 300 keeps the
+    # band layout too large here (Variant.dq_band_rows)
+    Case(
+        8,
+        80,
+        257,
+        batch=2,
+        num_heads=32,
+        num_kv_heads=32,
+        offset=60,
+        window_left=10,
+        window_right=300,
+        smoke=True,
+        repeat_backward=True,
+    ),
     # a long sum at the largest head_dim: the forward's LSE failed the 2x rule here on an
     # H200 (1.26x at Sk 1024) while it summed the softmax denominator key by key
     Case(128, 16, 1024, num_heads=2, num_kv_heads=1),

@@ -252,7 +252,28 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "ff_seq(b).k_row0 / FF_BR + b + kt",
         "ff_seq(b).k_row0 / FF_BR + kt",
     ),
-    _fast("dq-band-adds", FAST_BWD, "let store = p.dq_band_rows > 0u;", "let store = false;"),
+    _fast("dq-band-adds", FAST_BWD, "let store = p.dq_band_rows > 0u ||", "let store = false ||"),
+    # ... a first round that reaches every row (no left window bound) adding onto the last
+    # run's sums, every round storing over the ones before, a left window bound taken as
+    # reaching every row (later rounds' rows never zeroed)
+    _fast(
+        "dq-first-round-adds",
+        FAST_BWD,
+        "(round == 0u && ffb_first_round_covers(b))",
+        "false",
+    ),
+    _fast(
+        "dq-every-round-stores",
+        FAST_BWD,
+        "(round == 0u && ffb_first_round_covers(b))",
+        "ffb_first_round_covers(b)",
+    ),
+    _fast(
+        "dq-first-round-covers-left",
+        FAST_BWD,
+        "return ff_query_range(b, 0u, 0u).y >= ff_seq(b).len_q;",
+        "return true;",
+    ),
     _fast(
         "dq-band-last-columns",
         FAST_BWD,
@@ -297,8 +318,8 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "dq-col-block-add",
         FAST_BWD,
-        "(t, slot, kt, x, b, h, qr, ff_col0, dq.lo)",
-        "(t, slot, kt, x, b, h, qr, 0u, dq.lo)",
+        "(t, slot, kt, x, b, h, qr, ff_col0, dq.lo, store)",
+        "(t, slot, kt, x, b, h, qr, 0u, dq.lo, store)",
     ),
     _fast(
         "rows-col-block",
@@ -428,8 +449,10 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     # Variable-length batches (ff_seq): a sequence's query rows at the dense place, its
     # keys read from its query rows, each sequence aligned top-left (FlashAttention-2 aligns
     # each bottom-right), the LSE's heads seq_q apart instead of total_q, the dQ sum pass
-    # running to the longest sequence (its rows past the end are the next sequence's), the
-    # ALiBi distance of the dense alignment, the forward's dropout hashed on packed rows
+    # storing a row at its dense place (running to the longest sequence instead, past a
+    # sequence's end into the next one's rows, computes those rows' own sums where the
+    # first round stores rather than adds, and so no longer fails), the ALiBi distance of
+    # the dense alignment, the forward's dropout hashed on packed rows
     _fast("varlen-dense-rows", FAST_COMMON, "select(b * p.seq_q, s.x, v),", "b * p.seq_q,"),
     _fast(
         "varlen-keys-at-queries",
@@ -444,7 +467,12 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "p.query_shift,",
     ),
     _fast("varlen-lse-head-stride", FAST_COMMON, "select(p.seq_q, p.total_q, v)", "p.seq_q"),
-    _fast("varlen-dq-sum-rows", FAST_BWD, "if (qi >= ff_seq(b).len_q ||", "if (qi >= p.seq_q ||"),
+    _fast(
+        "varlen-dq-sum-rows",
+        FAST_BWD,
+        "let o = ((ff_seq(b).q_row0 + qi) * p.num_heads",
+        "let o = ((b * p.seq_q + qi) * p.num_heads",
+    ),
     _fast(
         "varlen-alibi-dense-shift",
         FAST_COMMON,
@@ -756,6 +784,8 @@ PATH_DEPENDENT: frozenset[str] = frozenset(
     }
 )
 
+# The smoke case whose slots' sums are zeroed (a left window bound) over two rounds.
+ZEROED_ROUNDS = "d8-sq80-sk257-b2-h32-off60-wl10-wr300"
 # The band layout's smoke case with head_dim % 4 != 0 and two sequences.
 BAND_FLOATS = "d59-sq203-sk113-b2-gqa6x2-causal-br-wl50-cap3-mask-keypad-drop0.17"
 # The varlen smoke case with every other axis.
@@ -808,13 +838,16 @@ FIRST_CATCH: dict[str, str] = {
     "fast-dq-not-transposed": "d64-sq128-sk128-b2-h4",
     "fast-kv-tile-rounds": "d8-sq129-sk257-b2-h32-causal-br",
     "fast-dq-sum-one-slot": "d64-sq128-sk128-b2-h4",
-    "fast-dq-sum-not-zeroed": "d64-sq128-sk128-b2-h4",
+    "fast-dq-sum-not-zeroed": ZEROED_ROUNDS,
     "fast-dq-sum-last-columns": "d59-sq113-sk203-gqa6x2-causal",
     "fast-dq-band-first-tile": "d48-sq113-sk203-h4-wl5-wr40",
     "fast-dq-band-last-tile": "d48-sq113-sk203-h4-wl5-wr40",
     "fast-dq-band-blocks-overlap": BAND_FLOATS,
     "fast-dq-band-last-columns": BAND_FLOATS,
     "fast-dq-band-adds": "d48-sq113-sk203-h4-wl5-wr40",
+    "fast-dq-first-round-adds": "d64-sq128-sk128-b2-h4",
+    "fast-dq-every-round-stores": "d8-sq40-sk300-b2-gqa64x32",
+    "fast-dq-first-round-covers-left": ZEROED_ROUNDS,
     "fast-fwd-col-block-store": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-dkdv-col-block-store": "d256-sq77-sk130-gqa4x2-causal-br",
     "fast-dq-col-block-add": "d256-sq77-sk130-gqa4x2-causal-br",
