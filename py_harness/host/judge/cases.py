@@ -191,18 +191,18 @@ CASES: tuple[Case, ...] = (
         smoke=True,
     ),
     # ... and with a left window bound, whose key tiles' query ranges stop short of the
-    # end, so a slot's second round adds rows its first did not reach (slot 0: its first
-    # tile's queries end at 14, its second's at 80; whole query tiles of 64 are walked) and
-    # the dQ sum pass zeroes the sums for the next run (run twice); right 300 keeps the
-    # band layout too large here (Variant.dq_band_rows)
+    # end, so a slot's second round adds rows its first did not reach (slot 0: no query
+    # sees its first tile, keys 0-63, and all see its second) and the dQ sum pass zeroes
+    # the sums for the next run (run twice); right 300 keeps the band layout too large
+    # here (Variant.dq_band_rows)
     Case(
         8,
-        80,
+        40,
         257,
         batch=2,
         num_heads=32,
         num_kv_heads=32,
-        offset=60,
+        offset=80,
         window_left=10,
         window_right=300,
         smoke=True,

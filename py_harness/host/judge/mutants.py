@@ -785,7 +785,7 @@ PATH_DEPENDENT: frozenset[str] = frozenset(
 )
 
 # The smoke case whose slots' sums are zeroed (a left window bound) over two rounds.
-ZEROED_ROUNDS = "d8-sq80-sk257-b2-h32-off60-wl10-wr300"
+ZEROED_ROUNDS = "d8-sq40-sk257-b2-h32-off80-wl10-wr300"
 # The band layout's smoke case with head_dim % 4 != 0 and two sequences.
 BAND_FLOATS = "d59-sq203-sk113-b2-gqa6x2-causal-br-wl50-cap3-mask-keypad-drop0.17"
 # The varlen smoke case with every other axis.
