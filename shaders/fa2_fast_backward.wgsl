@@ -40,9 +40,10 @@
 //    range's start, and one key tile per workgroup (G = the key tiles). The key-tile pass
 //    stores where it would add (nothing reads before it writes, nothing needs zeroing),
 //    and the dQ sum adds, in key-tile order, the sums of the tiles that see the row. On
-//    the H200 (S = 4096, causal, window (1024, 1024)) the slots' rounds left the key-tile
-//    pass 9-10 % slower per visible score than causal alone, and the dQ sum's zeroing
-//    and the passes' read-modify-write cost the rest (docs/features.md).
+//    the H200 (S = 4096, causal, window (1024, 1024)) the slots' rounds left the band's
+//    tapering end unbalanced, and the dQ sum's zeroing and the read-modify-writes cost
+//    the window as much as causal alone: its backward took 1.13-1.16 times causal's time
+//    per visible score, and takes 1.07-1.08 in this layout (docs/features.md).
 // 4. fa2f_bwd_kv_sum: with P > 1, dK and dV = the sums of their P copies (in part order).
 // Q is staged scaled (as the forward does) and the same products are summed in the same
 // order, so S, hence P = exp(S - LSE), equals the forward's to the bit: with large logits
