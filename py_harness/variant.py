@@ -417,6 +417,11 @@ class Variant:
         workgroup per sum: see dq_slots)."""
         return any(k.rows == "slots" for k in self.backward)
 
+    @property
+    def _slots_tile(self) -> int:
+        """Keys per workgroup of the passes with one workgroup per partial sum (partial_dq)."""
+        return min(k.rows_per_workgroup for k in self.backward if k.rows == "slots")
+
     def dq_slots(self, cfg: AttentionConfig, cap_bytes: int, band_rows: int = 0) -> int:
         """How many partial sums of dQ the backward keeps (0: none). Enough that
         slots x batch x kv_heads workgroups fill a large GPU (PARTIAL_DQ_WORKGROUPS), at
@@ -437,7 +442,7 @@ class Variant:
                 f"heads x seq_q x (2 + head_dim) floats), over the device limit of "
                 f"{cap_bytes} bytes (maxStorageBufferBindingSize / maxBufferSize)",
             )
-        tile = min(k.rows_per_workgroup for k in self.backward if k.rows == "slots")
+        tile = self._slots_tile
         want, tiles = _key_tile_workgroups(cfg, tile)
         return max(1, min(want, tiles, PARTIAL_DQ_MAX, fit))
 
@@ -451,7 +456,7 @@ class Variant:
         the slots' and within one binding of cap_bytes."""
         if not self.partial_dq or "dq_band_rows" not in self.params:
             return 0
-        tile = min(k.rows_per_workgroup for k in self.backward if k.rows == "slots")
+        tile = self._slots_tile
         left, right = kernel_window(cfg)
         if tile != DQ_BAND_TILE or WINDOW_OPEN in (left, right):
             return 0

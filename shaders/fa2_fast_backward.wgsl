@@ -190,7 +190,7 @@ fn ffb_band_row(b: u32, h: u32, kt: u32, r: u32) -> u32 {
 // layout the tile's own sum (x: the tile's query range's start). Both computed and one
 // selected: uniform, without a branch (see ff_seq). (Computing a base per head once, and
 // rows from it, ran Tint's head_dim-64 backward 1.6 % slower on the H200, its causal and
-// plain alike; this costs the slot layout 0.3-0.7 %: docs/features.md.)
+// plain alike; this costs the slot layout 0.2-0.9 %: docs/features.md.)
 fn ffb_dq_row(slot: u32, kt: u32, x: u32, b: u32, h: u32, qi: u32) -> u32 {
     let band = fa2_params.dq_band_rows > 0u;
     return select(ffb_part(slot, b, h, qi), ffb_band_row(b, h, kt, qi - x), band);
@@ -478,6 +478,14 @@ fn ffb_take(e: u32, zero: bool) -> f32 {
     if (zero) { ffb_scratch4[e >> 2u][e & 3u] = 0.0; }
     return x;
 }
+// Scratch floats e .. e + n - 1 (n <= 4; zeros after), float by float (rows unaligned).
+fn ffb_take4(e: u32, n: u32, zero: bool) -> vec4<f32> {
+    var v = vec4<f32>(ffb_take(e, zero), 0.0, 0.0, 0.0);
+    if (n > 1u) { v.y = ffb_take(e + 1u, zero); }
+    if (n > 2u) { v.z = ffb_take(e + 2u, zero); }
+    if (n > 3u) { v.w = ffb_take(e + 3u, zero); }
+    return v;
+}
 // Row qi of head h, columns c .. c + n - 1 (n <= 4), in the band layout: the partial sums
 // of the key tiles that see the row (ff_key_range), in key-tile order. A row that sees no
 // key reads none: dQ = 0.
@@ -493,10 +501,7 @@ fn ffb_band_sum(b: u32, h: u32, qi: u32, c: u32, n: u32) -> vec4<f32> {
         if (p.head_dim % 4u == 0u) {
             acc += ffb_scratch4[e >> 2u];
         } else {
-            acc.x += ffb_scratch4[e >> 2u][e & 3u];
-            if (n > 1u) { acc.y += ffb_scratch4[(e + 1u) >> 2u][(e + 1u) & 3u]; }
-            if (n > 2u) { acc.z += ffb_scratch4[(e + 2u) >> 2u][(e + 2u) & 3u]; }
-            if (n > 3u) { acc.w += ffb_scratch4[(e + 3u) >> 2u][(e + 3u) & 3u]; }
+            acc += ffb_take4(e, n, false);
         }
     }
     return acc;
@@ -528,11 +533,7 @@ fn fa2f_bwd_dq_sum(
     } else {
         let zero = !ffb_first_round_covers(b);
         for (var g = 0u; g < slots; g++) {
-            let e = ffb_part(g, b, h, qi) + c;
-            acc.x += ffb_take(e, zero);
-            if (n > 1u) { acc.y += ffb_take(e + 1u, zero); }
-            if (n > 2u) { acc.z += ffb_take(e + 2u, zero); }
-            if (n > 3u) { acc.w += ffb_take(e + 3u, zero); }
+            acc += ffb_take4(ffb_part(g, b, h, qi) + c, n, zero);
         }
     }
     let o = ((ff_seq(b).q_row0 + qi) * p.num_heads + h) * p.head_dim + c;

@@ -228,13 +228,14 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast("kv-tile-rounds", FAST_BWD, "nwg.y - 1u - slot", "nwg.y - slot"),
     _fast("dq-sum-one-slot", FAST_BWD, "g < slots; g++", "g < 1u; g++"),
     _fast("dq-sum-not-zeroed", FAST_BWD, "ffb_scratch4[i] = vec4<f32>(0.0);", ""),
-    # ... float by float (head_dim % 4 != 0): a row's third column of four left out where
-    # the row ends in it (head_dim 59: column 58)
+    # ... float by float (head_dim % 4 != 0, the slots' and the band layout's sums alike:
+    # ffb_take4): a row's third column of four left out where the row ends in it (head_dim
+    # 59: column 58)
     _fast(
         "dq-sum-last-columns",
         FAST_BWD,
-        "if (n > 2u) { acc.z += ffb_take",
-        "if (n > 3u) { acc.z += ffb_take",
+        "if (n > 2u) { v.z = ffb_take",
+        "if (n > 3u) { v.z = ffb_take",
     ),
     # ... in the band layout (Variant.dq_band_rows): a row's first or last key tile left
     # out of its sum, the sequences' blocks overlapping (the "+ b" left out), the key-tile
@@ -273,12 +274,6 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         FAST_BWD,
         "return ff_query_range(b, 0u, 0u).y >= ff_seq(b).len_q;",
         "return true;",
-    ),
-    _fast(
-        "dq-band-last-columns",
-        FAST_BWD,
-        "if (n > 2u) { acc.z += ffb_scratch4",
-        "if (n > 3u) { acc.z += ffb_scratch4",
     ),
     # head_dim 128's split passes: dQ's high half never accumulated, dV left unwritten
     _fast(
@@ -843,7 +838,6 @@ FIRST_CATCH: dict[str, str] = {
     "fast-dq-band-first-tile": "d48-sq113-sk203-h4-wl5-wr40",
     "fast-dq-band-last-tile": "d48-sq113-sk203-h4-wl5-wr40",
     "fast-dq-band-blocks-overlap": BAND_FLOATS,
-    "fast-dq-band-last-columns": BAND_FLOATS,
     "fast-dq-band-adds": "d48-sq113-sk203-h4-wl5-wr40",
     "fast-dq-first-round-adds": "d64-sq128-sk128-b2-h4",
     "fast-dq-every-round-stores": "d8-sq40-sk300-b2-gqa64x32",

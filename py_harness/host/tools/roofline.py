@@ -105,8 +105,9 @@ def pass_points(bench: dict) -> list[PassPoint]:
                 )
             # the uniforms (params, ALiBi slopes, sequence bounds) are read a few words at a time
             roles = [role for role, kind in kernel.bindings.values() if kind != UNIFORM]
-            slots = split.dq_slots if kernel.dq_sums else 0  # the scratch's part it touches
-            floats = buffer_sizes(cfg, roles, slots=slots, kv_parts=split.kv_parts)
+            # the scratch's part it touches: the partial sums, per slot or per key tile
+            slots, band = (split.dq_slots, split.dq_band_rows) if kernel.dq_sums else (0, 0)
+            floats = buffer_sizes(cfg, roles, slots, split.kv_parts, band)
             points.append(
                 PassPoint(
                     impl=row["impl"],
