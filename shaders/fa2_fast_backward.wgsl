@@ -520,18 +520,18 @@ fn fa2f_bwd_dq_sum(
     // The runner sizes the scratch exactly: G = what follows the row stats, in slots.
     let slots = (arrayLength(&ffb_scratch4) * 4u - ffb_stats_len()) / ffb_slot_len();
     let n = min(p.head_dim - c, 4u); // columns of this invocation
+    // The slots' sums are zeroed for the next run unless its first round stores them.
+    let zero = !ffb_first_round_covers(b);
     var acc = vec4<f32>(0.0);
     if (p.dq_band_rows > 0u) {
         acc = ffb_band_sum(b, h, qi, c, n);
     } else if (p.head_dim % 4u == 0u) {
-        let zero = !ffb_first_round_covers(b);
         for (var g = 0u; g < slots; g++) {
             let i = (ffb_part(g, b, h, qi) + c) >> 2u;
             acc += ffb_scratch4[i];
             if (zero) { ffb_scratch4[i] = vec4<f32>(0.0); }
         }
     } else {
-        let zero = !ffb_first_round_covers(b);
         for (var g = 0u; g < slots; g++) {
             acc += ffb_take4(ffb_part(g, b, h, qi) + c, n, zero);
         }
