@@ -14,7 +14,7 @@ from py_harness.host.engine import evaluate
 from py_harness.host.judge.cases import ALIBI_KINDS, MASK_KINDS, Case, varlen
 from py_harness.host.judge.limitations import case_coverage
 from py_harness.host.runtimes.sessions import Session
-from py_harness.host.variants import refusal
+from py_harness.host.variants import get, refusal
 
 ARGUMENTS = set(AttentionConfig.__dataclass_fields__) | {"mask", "batch * num_heads"}
 anything = st.one_of(
@@ -60,35 +60,54 @@ def test_validate_refuses_with_a_named_argument_or_accepts(**kw: object) -> None
 
 
 heads = st.sampled_from([(1, 1), (2, 2), (4, 2), (6, 2), (6, 1), (3, 3)])
-runnable_cases = st.builds(
-    lambda hd, h, sq, sk, b, causal, br, off, win, mask, p, seed: Case(
-        head_dim=hd,
-        seq_q=sq,
-        seq_k=sk,
-        num_heads=h[0],
-        num_kv_heads=h[1],
-        batch=b,
-        causal=causal,
-        bottom_right=br and sk >= sq,
-        offset=0 if (br and sk >= sq) else off,
-        window=win,
-        mask=mask,
-        dropout_p=p,
-        seed=seed,
-    ),
-    st.integers(1, 256),
-    heads,
-    st.integers(1, 40),
-    st.integers(1, 70),
-    st.integers(1, 2),
-    st.booleans(),
-    st.booleans(),
-    st.integers(0, 30),
-    st.sampled_from([0, 0, 1, 3, 16]),
-    st.sampled_from(MASK_KINDS),
-    st.sampled_from([0.0, 0.0, 0.17, 0.5]),
-    st.integers(0, 2**32 - 1),
-)
+
+
+def dense_cases(supports: frozenset[str]) -> st.SearchStrategy[Case]:
+    """Small dense cases; FlashAttention-2's axes (bottom-right with Sq > Sk, (left, right)
+    windows, softcap, ALiBi) drawn only where the variant declares them, so that a variant
+    without them is fuzzed as often on the axes it has."""
+
+    def axis(feature: str, on: st.SearchStrategy, off: st.SearchStrategy) -> st.SearchStrategy:
+        return on if feature in supports else off
+
+    symmetric = st.sampled_from([0, 0, 1, 3, 16]).map(lambda w: (w, -1, -1))
+    left_right = st.tuples(st.just(0), st.sampled_from([-1, 0, 5, 40]), st.sampled_from([-1, 0, 9]))
+    return st.builds(
+        lambda hd, h, sq, sk, b, causal, br, off, win, mask, p, cap, alibi, seed: Case(
+            head_dim=hd,
+            seq_q=sq,
+            seq_k=sk,
+            num_heads=h[0],
+            num_kv_heads=h[1],
+            batch=b,
+            causal=causal,
+            # Sq > Sk (a negative offset: the first rows see no key) only where supported
+            bottom_right=br and (sk >= sq or "bottom_right" in supports),
+            offset=0 if br else off,
+            window=win[0],
+            window_left=win[1],
+            window_right=win[2],
+            mask=mask,
+            dropout_p=p,
+            softcap=cap,
+            alibi=alibi,
+            seed=seed,
+        ),
+        st.integers(1, 256),
+        heads,
+        st.integers(1, 40),
+        st.integers(1, 70),
+        st.integers(1, 2),
+        st.booleans(),
+        st.booleans(),
+        st.integers(0, 30),
+        axis("window_lr", symmetric | left_right, symmetric),
+        st.sampled_from(MASK_KINDS),
+        st.sampled_from([0.0, 0.0, 0.17, 0.5]),
+        axis("softcap", st.sampled_from([0.0, 0.0, 3.0]), st.just(0.0)),
+        axis("alibi", st.sampled_from(ALIBI_KINDS), st.just("none")),
+        st.integers(0, 2**32 - 1),
+    )
 
 
 # Runs on a runtime: the same examples every run, no deadline (CPU adapters are slow).
@@ -102,8 +121,11 @@ RUN_SETTINGS = settings(
 
 @pytest.mark.browser
 @RUN_SETTINGS
-@given(case=runnable_cases)
-def test_valid_configurations_run_and_pass(harness: Session, variant: str, case: Case) -> None:
+@given(data=st.data())
+def test_valid_configurations_run_and_pass(
+    harness: Session, variant: str, data: st.DataObject
+) -> None:
+    case = data.draw(dense_cases(get(variant).supports), label="case")
     validate(case.config())
     if refusal(variant, case.config()):
         return  # what the variant does not support (the seed: head_dim over 128)
