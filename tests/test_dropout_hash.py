@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from py_harness.host.judge.cases import DROPOUT_EDGE
 from py_harness.host.judge.dropout import (
     dropout_bits,
     dropout_multiplier,
@@ -144,3 +145,12 @@ def test_dropped_fraction_close_to_p():
     for p in (0.17, 0.5):
         frac = (dropout_multiplier(p, 42, 2, 3, 64, 128) == 0).mean()
         assert abs(frac - p) < 0.01
+
+
+def test_the_dropout_edge_case_has_a_weight_at_the_edge():
+    # cases.DROPOUT_EDGE exists for its one weight with u == p, which the kernels must keep
+    # (a kernel that drops it is a planted bug: mutants "dropout-keep-edge"). Ties are
+    # 2^-24 per weight, so a change to the hash or the case would leave it without one.
+    c = DROPOUT_EDGE
+    u = dropout_uniform(c.seed, c.batch, c.num_heads, c.seq_q, c.seq_k)
+    assert np.argwhere(u == np.float32(c.dropout_p)).tolist() == [[0, 0, 5, 2]]

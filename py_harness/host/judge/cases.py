@@ -138,6 +138,10 @@ def varlen(head_dim: int, lens_q: tuple[int, ...], lens_k: tuple[int, ...], **kw
 
 
 CONTROL = Case(64, 128, 128, batch=2, smoke=True, repeat_backward=True)
+# Dropout's edge: a weight is dropped when u < p and kept when u == p (u = 24 hashed bits x
+# 2^-24). At p = 0.5 the seed 3579 gives u == p for one weight, at (b, h, qi, kj) = (0, 0,
+# 5, 2); ties are 2^-24 per weight, so no other case has one (tests/test_dropout_hash.py).
+DROPOUT_EDGE = Case(16, 64, 64, dropout_p=0.5, seed=3579, smoke=True)
 
 CASES: tuple[Case, ...] = (
     CONTROL,
@@ -172,6 +176,7 @@ CASES: tuple[Case, ...] = (
         check_dropout_fraction=True,
     ),
     Case(59, 113, 203, num_heads=6, num_kv_heads=2, causal=True, dropout_p=0.17),
+    DROPOUT_EDGE,
     # at least 1024 keys
     Case(64, 64, 1031, num_heads=2, num_kv_heads=2, smoke=True),
     # many heads over long keys: each dK/dV workgroup of the fast variant takes several key
@@ -240,6 +245,9 @@ CASES: tuple[Case, ...] = (
     # key (every P is 1: dV is a plain sum of 2048 or 65536 rows of dO); a single query
     # over thousands of keys (O, LSE and dQ sum them all).
     Case(64, 256, 64, num_heads=16, num_kv_heads=1, smoke=True),
+    # ... and a key tile's 25 query tiles (5 heads x 5) over 3 parts (Variant.kv_parts),
+    # which the parts' bounds must share out whole: 8, 8 and 9
+    Case(32, 300, 70, num_heads=5, num_kv_heads=1, smoke=True),
     Case(32, 384, 96, num_heads=8, num_kv_heads=2, causal=True),
     Case(64, 512, 1, num_heads=4, num_kv_heads=1, smoke=True),
     Case(64, 4096, 1, num_heads=16, num_kv_heads=1),
@@ -311,6 +319,10 @@ CASES: tuple[Case, ...] = (
     # at once
     Case(256, 77, 130, num_heads=4, num_kv_heads=2, causal=True, bottom_right=True, smoke=True),
     Case(201, 113, 70, num_heads=3, num_kv_heads=3, smoke=True),
+    # ALiBi on wholly visible tiles, where the halves of fa2_fast_d256.wgsl's workgroups
+    # each bias their own rows; and a last key tile one key short of whole (Sk = 64 + 63),
+    # whose key past the end must stay masked
+    Case(256, 130, 127, alibi="head", smoke=True),
     Case(
         256,
         130,

@@ -104,6 +104,13 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "(qa0 + i32(nq) - 2)",
     ),
     _fast("full-tile-keys", FAST_COMMON, "k0 + nk > ff_seq(b).len_k", "k0 + 1u > ff_seq(b).len_k"),
+    # ... one key short of whole: its key past the end (staged as zeros: a score of 0) counted
+    _fast(
+        "full-tile-keys-one-short",
+        FAST_COMMON,
+        "k0 + nk > ff_seq(b).len_k",
+        "k0 + nk > ff_seq(b).len_k + 1u",
+    ),
     # the heaviest-first tile order off by one: tile 0 never runs, one tile runs twice
     _fast("tile-order", FAST_COMMON, "nwg.y - 1u - tile", "nwg.y - tile"),
     # tile ranges
@@ -215,6 +222,8 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast("fwd-no-dropout", FAST_FWD, "if (p.dropout_prob > 0.0) {", "if (p.dropout_prob > 1.0) {"),
     _fast("bwd-dropout-transposed", FAST_BWD, "ff_keep4(bh, qi, kj)", "ff_keep4(bh, kj, qi)"),
     _fast("dropout-hash", FAST_COMMON, "(word >> vec4<u32>(22u))", "(word >> vec4<u32>(21u))"),
+    # a weight whose u equals p dropped (dropout keeps it: drop iff u < p)
+    _fast("dropout-keep-edge", FAST_COMMON, "u < vec4<f32>(p)", "u <= vec4<f32>(p)"),
     # Delta, per-row statistics, LSE
     _fast("no-delta", FAST_BWD, "vec2<f32>((acc.x + acc.y) + (acc.z + acc.w),", "vec2<f32>(0.0,"),
     _fast("row-stats", FAST_BWD, "ffb_stat(b, h, qc.y)", "ffb_stat(b, h, qc.x)"),
@@ -289,6 +298,14 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     # every part's dK and dV stored over copy 0, the parts counted from workgroups along x
     # without dividing by the column blocks (head_dim > 128)
     _fast("kv-sum-last-part", FAST_BWD, "part < kv_parts; part++", "part + 1u < kv_parts; part++"),
+    # a part's last query tile divided before it is multiplied: where the parts do not divide
+    # a key tile's query tiles, the last part stops short of them
+    _fast(
+        "kv-parts-last-items",
+        FAST_BWD,
+        "let hi = (part + 1u) * group * nq / kv_parts;",
+        "let hi = (part + 1u) * (group * nq / kv_parts);",
+    ),
     _fast("kv-part-col-block", FAST_COMMON, "(wg.x % ff_col_blocks())", "wg.x"),
     _fast(
         "kv-part-head-offset",
@@ -378,6 +395,13 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         FAST_COMMON,
         "return select(v, v.zwxy, ff_half == 1u);",
         "return v;",
+    ),
+    # ALiBi on a wholly visible tile at the tile rows, not the half's own (register) rows
+    _fast(
+        "split-alibi-rows",
+        FAST_FWD,
+        "s = ff_alibi4x4(s, b, h, own, kc);",
+        "s = ff_alibi4x4(s, b, h, rows, kc);",
     ),
     _fast(
         "split-dq-own-column",
@@ -647,6 +671,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "dropout_scale(p.dropout_prob, p.seed, bh, qi, kj)",
         "dropout_scale(p.dropout_prob, p.seed, bh, kj, qi)",
     ),
+    # a weight whose u equals p dropped (dropout keeps it: drop iff u < p)
+    Mutant(
+        "dropout-keep-edge",
+        FORWARD_FILE,
+        "if (u < p) { return 0.0; }",
+        "if (u <= p) { return 0.0; }",
+    ),
     # other classic slips
     Mutant(
         "bwd-no-delta",
@@ -729,6 +760,7 @@ SPLIT_ONLY: frozenset[str] = frozenset(
         "fast-split-rows-unrotated",
         "fast-split-max-unrotated",
         "fast-split-dq-own-column",
+        "fast-split-alibi-rows",
     }
 )
 # Planted in code that only the column blocks run (head_dim above 128 in the 128 family's
@@ -854,6 +886,11 @@ FIRST_CATCH: dict[str, str] = {
     ),
     "fast-kv-part-head-offset": "d59-sq113-sk203-gqa6x2-causal",
     "fast-kv-parts-count": "d256-sq77-sk130-gqa4x2-causal-br",
+    "fast-kv-parts-last-items": "d32-sq300-sk70-mqa5x1",
+    **dict.fromkeys(
+        ("fast-split-alibi-rows", "fast-full-tile-keys-one-short"), "d256-sq130-sk127-h4-alibi"
+    ),
+    **dict.fromkeys(("dropout-keep-edge", "fast-dropout-keep-edge"), "d16-sq64-sk64-h4-drop0.5"),
     "fast-dq-high-half": "d128-sq128-sk217-h4-win32",
     "fast-dv-pass-off": "d128-sq128-sk217-h4-win32",
     "fast-load-aligned-even": "d18-sq113-sk59-h2-causal",
