@@ -244,11 +244,11 @@ fn ff_softcap4x4(s: mat4x4<f32>) -> mat4x4<f32> {
     if (c <= 0.0) { return s; }
     let r = 1.0 / c;
     var t = s;
-    t[0] = c * tanh(clamp(s[0] * r, vec4<f32>(-15.0), vec4<f32>(15.0)));
-    t[1] = c * tanh(clamp(s[1] * r, vec4<f32>(-15.0), vec4<f32>(15.0)));
+    t[0] = c * fa2_tanh4(s[0] * r);
+    t[1] = c * fa2_tanh4(s[1] * r);
     if (ff_mine(2u)) {
-        t[2] = c * tanh(clamp(s[2] * r, vec4<f32>(-15.0), vec4<f32>(15.0)));
-        t[3] = c * tanh(clamp(s[3] * r, vec4<f32>(-15.0), vec4<f32>(15.0)));
+        t[2] = c * fa2_tanh4(s[2] * r);
+        t[3] = c * fa2_tanh4(s[3] * r);
     }
     return t;
 }

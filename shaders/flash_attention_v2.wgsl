@@ -147,12 +147,31 @@ fn fa2_key_range(q0: u32, q1: u32) -> vec2<u32> {
     let hi = i32(q1) + p.query_shift + p.key_right + 1;
     return vec2<u32>(u32(max(lo, 0)), u32(clamp(hi, 0, i32(p.seq_k))));
 }
-// softcap * tanh(s / softcap) when softcap > 0. tanh's argument is clamped: tanh(15)
-// rounds to 1 in f32, and some implementations return NaN for large arguments.
+// tanh to a few ulps of its value, whatever the implementation's builtin does. WGSL lets
+// tanh inherit sinh / cosh's accuracy, about float32's ulp of 1 absolutely: lavapipe's and
+// SwiftShader's err by up to 1.4e-7 (120 ulps of tanh(x) near |x| = 0.02, 15 % near 1e-7),
+// and softcap * tanh(s / softcap) then by up to softcap x 1.4e-7 in every score (a softcap
+// of 30 failed the rule by 2.4x). Cephes' tanhf: an odd polynomial below |x| = 0.625, and
+// 1 - 2 / (exp(2 |x|) + 1) above, where little cancels (2.25 ulps at most on both). |x| is clamped at 15, where
+// tanh rounds to 1 in f32 (exp(30) stays finite; some builtins return NaN far out).
+const FA2_TANH_SMALL: f32 = 0.625;
+fn fa2_tanh4(x: vec4<f32>) -> vec4<f32> {
+    let xc = clamp(x, vec4<f32>(-15.0), vec4<f32>(15.0));
+    let a = abs(xc);
+    let z = xc * xc;
+    var poly = -5.70498872745e-3 * z + 2.06390887954e-2;
+    poly = poly * z - 5.37397155531e-2;
+    poly = poly * z + 1.33314422036e-1;
+    poly = poly * z - 3.33332819422e-1;
+    let small = poly * z * xc + xc;
+    let large = sign(xc) * (1.0 - 2.0 / (exp(2.0 * a) + 1.0));
+    return select(large, small, a < vec4<f32>(FA2_TANH_SMALL));
+}
+// softcap * tanh(s / softcap) when softcap > 0.
 fn fa2_softcap(s: f32) -> f32 {
     let c = fa2_params.softcap;
     if (c <= 0.0) { return s; }
-    return c * tanh(clamp(s / c, -15.0, 15.0));
+    return c * fa2_tanh4(vec4<f32>(s / c)).x;
 }
 
 // Dispatch: (1, ceil(seq_q / FA2_ROWS), batch * num_heads). One query row per

@@ -15,7 +15,7 @@ import pytest
 
 from py_harness.config import AttentionConfig
 from py_harness.host.judge import loop_budget
-from py_harness.host.judge.cases import CASES, by_id
+from py_harness.host.judge.cases import CASES, Case, by_id
 from py_harness.host.judge.limitations import (
     DRIVER,
     LAVAPIPE_LOOPS,
@@ -29,6 +29,7 @@ from py_harness.host.judge.limitations import (
 )
 from py_harness.host.judge.verdict import judge_outputs
 from py_harness.host.runtimes.sessions import Session
+from py_harness.host.variants import get
 from py_harness.host.wire import run_on
 
 LAVAPIPE = "llvmpipe llvmpipe (LLVM 15.0.6, 256 bits) Mesa 22.3.6 (LLVM 15.0.6)"
@@ -128,15 +129,21 @@ def test_loop_budget_covers_by_count_on_lavapipe_only():
     assert loop_budget.lanes_of(LAVAPIPE) == 8 and loop_budget.lanes_of(LAVAPIPE_128) == 4
 
 
-def test_seed_scaling_covers_single_key_rows_where_the_scale_is_inexact():
+def test_seed_scaling_covers_single_key_rows_and_large_logits_where_the_scale_is_inexact():
     assert single_key_rows(by_id("d109-sq7-sk1-h3-win1").config()) == (1, 1)
     # row 0 of a causal case sees one key, but every later row sees it too
     assert single_key_rows(by_id("d59-sq113-sk203-gqa6x2-causal").config()) == (1, 0)
-    covered = {c.id for c in CASES if case_coverage("seed", "any", c)}
+    runs = [c for c in CASES if get("seed").refusal(c.config()) is None]
+    covered = {c.id for c in runs if case_coverage("seed", "any", c)}
     assert covered == {"d3-sq1-sk1-h4", "d109-sq7-sk1-h3-win1", "d32-sq5-sk17-gqa6x2-causal-big"}
     # head_dim 64: a scale of 1/8 is exact, and the flaw cannot show
     assert single_key_rows(by_id("d64-sq512-sk1-mqa4x1").config()) == (512, 512)
     assert case_coverage("seed", "any", by_id("d64-sq512-sk1-mqa4x1")) is None
+    # logits of tens without a single-key row (found by py-harness explore), unless the
+    # scale is exact
+    wide = Case(5, 92, 31, num_heads=3, num_kv_heads=3, causal=True, offset=18, large_logits=True)
+    assert single_key_rows(wide.config()) == (0, 0) and case_coverage("seed", "any", wide)
+    assert case_coverage("seed", "any", by_id("d64-sq17-sk128-h4-big")) is None
     assert not any(case_coverage("fast", "any", c) for c in CASES)
     assert SEED_SCALING.variants == ("seed",)
 

@@ -6,6 +6,7 @@ py-harness roofline   each pass of a bench's JSON: TFLOP/s, share of peak, a roo
 py-harness serve      the demo page and the harness page on 127.0.0.1
 py-harness setup      fetch the pinned npm packages (Pyodide, Dawn for Node) into the cache
 py-harness stability  check over N input draws on several driver profiles
+py-harness explore    random configurations for a while, judged as the matrix's cases
 py-harness ablate     bench the fast kernels with one optimisation taken out at a time
 py-harness browser-server  Chromium for the harness behind a Playwright server (--browser-ws)
 """
@@ -24,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serving.serve", "serve the demo and harness pages"),
     "setup": ("setup", "fetch Pyodide and Dawn for Node (npm) into the cache"),
     "stability": ("tools.stability", "check over many input draws on several profiles"),
+    "explore": ("tools.explore", "random configurations for a while, judged as the matrix's"),
     "ablate": ("tools.ablate", "bench the fast kernels without one optimisation at a time"),
     "browser-server": (
         "runtimes.browser_server",

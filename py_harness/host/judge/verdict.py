@@ -179,7 +179,14 @@ def judge_outputs(
         ref64, base = references(cfg, x, np.float64), baselines(cfg, x)
     factors = compare.OVERFLOW_FACTORS if large_logits else compare.FACTORS
     reports = [
-        compare.judge(n, got[n], ref64[n], {b: r[n] for b, r in base.items()}, factors[n])
+        compare.judge(
+            n,
+            got[n],
+            ref64[n],
+            {b: r[n] for b, r in base.items()},
+            factors[n],
+            compare.floor_at_scale(n, cfg.dropout_p),
+        )
         for n in OUTPUTS
         if n in got
     ]
