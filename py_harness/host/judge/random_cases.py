@@ -76,11 +76,11 @@ def case_literal(case: Case) -> str:
     return f"Case({', '.join(args)})"
 
 
-def _length(rng: np.random.Generator, most: int, least: int = 1) -> int:
-    edges = [n for n in EDGE_LENGTHS if least <= n <= most]
+def _length(rng: np.random.Generator, most: int) -> int:
+    edges = [n for n in EDGE_LENGTHS if n <= most]
     if edges and rng.random() < 0.5:
         return int(rng.choice(edges))
-    return int(rng.integers(least, most + 1))
+    return int(rng.integers(1, most + 1))
 
 
 def _maybe(rng: np.random.Generator, p: float) -> bool:

@@ -72,16 +72,16 @@ def parser() -> argparse.ArgumentParser:
 
 def explore_runtime(name: str, args: argparse.Namespace) -> list[dict]:
     """Draw and judge cases on one runtime until the budget is spent; one dict per draw."""
-    indices = [args.index] if args.index is not None else None
-    count = 1 if indices else args.count
+    replay = args.index is not None  # one draw, whatever the clock says
+    count = 1 if replay else args.count
     refusal = variants.get(args.variant).refusal
     deadline = time.monotonic() + 60 * args.minutes
     rows: list[dict] = []
     errors_in_a_row = 0
     with open_session(name) as session:
         adapter = session.adapter_name()
-        index = indices[0] if indices else 0
-        while (count is None or len(rows) < count) and (indices or time.monotonic() < deadline):
+        index = args.index if replay else 0
+        while (count is None or len(rows) < count) and (replay or time.monotonic() < deadline):
             case = random_case(
                 args.seed, index, refusal=refusal, max_len=args.max_len, max_work=args.max_work
             )
