@@ -149,7 +149,7 @@ fn fa2_key_range(q0: u32, q1: u32) -> vec2<u32> {
 }
 // tanh to a few ulps of its value, whatever the implementation's builtin does. WGSL lets
 // tanh inherit sinh / cosh's accuracy, about float32's ulp of 1 absolutely: lavapipe's and
-// SwiftShader's err by up to 1.4e-7 (120 ulps of tanh(x) near |x| = 0.02, 15 % near 1e-7),
+// SwiftShader's err by up to 1.4e-7 (15 % of tanh(x) near 1e-7; llvmpipe: 120 ulps near 0.02),
 // and softcap * tanh(s / softcap) then by up to softcap x 1.4e-7 in every score (a softcap
 // of 30 failed the rule by 2.4x). Cephes' tanhf: an odd polynomial below |x| = 0.625, and
 // 1 - 2 / (exp(2 |x|) + 1) above, where little cancels (2.25 ulps at most on both). |x| is clamped at 15, where
