@@ -149,11 +149,12 @@ fn fa2_key_range(q0: u32, q1: u32) -> vec2<u32> {
 }
 // tanh to a few ulps of its value, whatever the implementation's builtin does. WGSL lets
 // tanh inherit sinh / cosh's accuracy, about float32's ulp of 1 absolutely: lavapipe's and
-// SwiftShader's err by up to 1.4e-7 (15 % of tanh(x) near 1e-7; llvmpipe: 120 ulps near 0.02),
-// and softcap * tanh(s / softcap) then by up to softcap x 1.4e-7 in every score (a softcap
-// of 30 failed the rule by 2.4x). Cephes' tanhf: an odd polynomial below |x| = 0.625, and
-// 1 - 2 / (exp(2 |x|) + 1) above, where little cancels (2.25 ulps at most on both). |x| is clamped at 15, where
-// tanh rounds to 1 in f32 (exp(30) stays finite; some builtins return NaN far out).
+// SwiftShader's err by up to 1.4e-7 (15 % of tanh(x) near 1e-7; llvmpipe through GL: 120
+// ulps near 0.02), and softcap * tanh(s / softcap) then by up to softcap x 1.4e-7 in every
+// score (a softcap of 30 failed the rule by 2.4x). Cephes' tanhf: an odd polynomial below
+// |x| = 0.625, and 1 - 2 / (exp(2 |x|) + 1) above, where little cancels (2.25 ulps at most
+// on both). |x| is clamped at 15, where tanh rounds to 1 in f32 (exp(30) stays finite;
+// some builtins return NaN far out).
 const FA2_TANH_SMALL: f32 = 0.625;
 fn fa2_tanh4(x: vec4<f32>) -> vec4<f32> {
     let xc = clamp(x, vec4<f32>(-15.0), vec4<f32>(15.0));
