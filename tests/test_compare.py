@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from py_harness.host.judge.compare import ATOL_FLOOR, FACTORS, judge
-from py_harness.host.judge.reference import attention_bwd_ref, attention_ref
+from py_harness.host.judge.compare import ATOL_FLOOR, FACTORS, U32, judge
+from py_harness.host.judge.reference import attention_bwd_ref, attention_ref, attention_term_sums
 
 pytestmark = pytest.mark.filterwarnings("error")
 NAMES = ("o", "lse", "dq", "dk", "dv")
@@ -33,6 +33,13 @@ def case():
     kw = dict(mask=mask, causal=True, causal_offset=14, dropout_p=0.17, seed=3)
     inputs = (q, k, v, d_out)
     return inputs, kw, _run(*inputs, np.float64, **kw), _run(*inputs, np.float32, **kw)
+
+
+@pytest.fixture(scope="module")
+def terms(case):
+    """Each output's sums of |terms| (the LSE has none)."""
+    inputs, kw, ref, _ = case
+    return attention_term_sums(*inputs, **kw) | {"lse": np.zeros_like(ref["lse"])}
 
 
 def test_factors_and_floor_are_defined_once():
@@ -128,16 +135,38 @@ def test_lse_sentinel_rule(case):
     ],
     ids=["causal_edge+1", "causal_edge-1", "scale_1pct", "dropout_seed", "dropout_p"],
 )
-def test_real_bugs_are_not_hidden_by_the_floor(case, bug):
+def test_real_bugs_are_not_hidden_by_the_floor_or_the_terms(case, terms, bug):
     inputs, kw, ref, same = case
     buggy = _run(*inputs, np.float32, **{**kw, **bug})
-    failed = [n for n in NAMES if not judge(n, buggy[n], ref[n], same[n]).passed]
+    failed = [
+        n for n in NAMES if not judge(n, buggy[n], ref[n], same[n], term_sums=terms[n]).passed
+    ]
     assert "o" in failed and "dq" in failed, failed
 
 
-def test_floor_covers_a_zero_baseline():
-    zeros = np.zeros((3, 4))
-    assert judge("dv", zeros + 5e-7, zeros, zeros).passed
-    rep = judge("dv", zeros + 2e-6, zeros, zeros)
-    assert not rep.passed and rep.bound == ATOL_FLOOR
-    assert judge("dv", zeros + 2e-6, zeros, zeros, floor=1e-5).passed
+def test_a_long_cancelling_element_is_bounded_by_its_terms(case, terms):
+    """Where u * sum |terms| of one element exceeds the baselines' worst error, that element
+    may err up to factor times it; every other element keeps the baselines' bound."""
+    _, _, ref, _ = case
+    r, t = ref["dv"], terms["dv"]
+    big = np.unravel_index(np.argmax(t), t.shape)  # the element with the longest sum
+    small = np.unravel_index(np.argmin(np.where(t > 0, t, np.inf)), t.shape)
+    base = r.copy()  # a baseline that happens to sum every element well
+    base[small] += 0.1 * U32 * t[big]
+
+    def dv(at, size, sums=t):  # the reference, one element off by size x u sum|terms|[big]
+        got = r.copy()
+        got[at] += size * U32 * t[big]
+        return judge("dv", got, r, base, floor=0.0, term_sums=sums)
+
+    assert not dv(big, 2.5, sums=None).passed  # the baselines' rule alone
+    rep = dv(big, 2.5)  # within 3 x its u sum|terms|, 25 x the baseline's worst error
+    assert rep.passed and rep.worst_index == big and rep.term_err == U32 * t[big]
+    assert rep.bound == pytest.approx(3 * U32 * t[big]) and "u sum|terms|" in str(rep)
+    rep = dv(big, 3.5)
+    assert not rep.passed and rep.worst_index == big and rep.ratio == pytest.approx(3.5 / 3)
+    # Elsewhere the element's own: the error that passed on the longest sum fails here.
+    rep = dv(small, 2.5)
+    assert not rep.passed and rep.worst_index == small and rep.term_err < rep.baseline_err
+    with pytest.raises(ValueError, match="term_sums"):
+        judge("dv", r, r, base, term_sums=t[:, :-1])

@@ -1,6 +1,6 @@
-"""judge_case reuses a case's float64 reference and float32 baselines across runtimes and
-variants (verdict.ReferenceCache): the same verdicts, computed once per distinct input, within
-a byte budget, and never changed by a caller."""
+"""judge_case reuses a case's float64 reference, float32 baselines and sums of |terms|
+across runtimes and variants (verdict.ReferenceCache): the same verdicts, computed once per
+distinct input, within a byte budget, and never changed by a caller."""
 
 from __future__ import annotations
 
@@ -51,11 +51,13 @@ def test_second_judging_of_the_same_inputs_reuses_the_reference(counted: list[in
 
 def test_cached_arrays_are_read_only() -> None:
     cache = verdict.ReferenceCache(1 << 30)
-    ref64, base = cache.get(CASE.config(), make_inputs(CASE))
+    ref64, base, terms = cache.get(CASE.config(), make_inputs(CASE))
     with pytest.raises(ValueError, match="read-only"):
         ref64["dq"][0] = 0.0
     with pytest.raises(ValueError, match="read-only"):
         base["seq32"]["o"][0] = 0.0
+    with pytest.raises(ValueError, match="read-only"):
+        terms["dk"][0] = 0.0
 
 
 def test_budget_evicts_least_recently_used_and_skips_what_exceeds_it(counted: list[int]) -> None:

@@ -277,6 +277,13 @@ export function renderResult(run) {
   $("#result-card").hidden = false;
 }
 
+// What a report's bound multiplies at its worst element: the worst baseline's error or,
+// where larger, that element's own u × sum |terms| (compare.judge).
+function honest(r) {
+  if ((r.term_err ?? 0) > r.baseline_err) return `u·Σ|terms| ${fmtErr(r.term_err)}`;
+  return `${fmtErr(r.baseline_err)} (${r.baseline || "float32 baseline"})`;
+}
+
 // The error table of a run's reports (also the matrix view's case details).
 export function errorRows(reports, maxAbsRef = {}) {
   return (
@@ -284,7 +291,7 @@ export function errorRows(reports, maxAbsRef = {}) {
     reports
       .map((r) => {
         const tip = r.worst_index
-          ? `worst at [${r.worst_index.join(", ")}]: expected ${num(r.expected)}, got ${num(r.actual)}; bound = ${r.factor} × ${fmtErr(r.baseline_err)} (${r.baseline || "float32 baseline"}) + ${r.floor}`
+          ? `worst at [${r.worst_index.join(", ")}]: expected ${num(r.expected)}, got ${num(r.actual)}; bound = ${r.factor} × ${honest(r)} + ${r.floor}`
           : r.note;
         const rel = relErr(r, Object.hasOwn(maxAbsRef, r.name) ? maxAbsRef[r.name] : 0);
         return (

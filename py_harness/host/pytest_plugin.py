@@ -328,12 +328,13 @@ def judge() -> Callable[..., Any]:
 @pytest.fixture
 def run_case(
     request: pytest.FixtureRequest, harness: Session, variant: str, draws: int
-) -> Callable[[Case], report.Outcome]:
-    """run_case(case): the case on `harness` with `variant` over --draws input draws. Skips
-    what the variant does not support or a declared driver limitation covers, xfails a
-    declared kernel flaw's failure, and fails with the report otherwise."""
+) -> Callable[..., report.Outcome]:
+    """run_case(case): the case on `harness` with `variant` over --draws input draws
+    (run_case(case, draw=N): draw N alone). Skips what the variant does not support or a
+    declared driver limitation covers, xfails a declared kernel flaw's failure, and fails
+    with the report otherwise."""
 
-    def run(case: Case) -> report.Outcome:
+    def run(case: Case, draw: int | None = None) -> report.Outcome:
         node = request.node
         refusal = variant_registry.refusal(variant, case.config())
         if refusal:
@@ -346,7 +347,8 @@ def run_case(
             _record(node, o, variant)
             pytest.skip(str(covered))
         try:
-            results = [evaluate(case, harness, variant=variant, draw=d) for d in range(draws)]
+            which = range(draws) if draw is None else [draw]
+            results = [evaluate(case, harness, variant=variant, draw=d) for d in which]
         except Exception as exc:  # recorded as an error for the matrix, then raised as it is
             error = f"{type(exc).__name__}: {exc}"
             o = report.Outcome(case.id, harness.runtime, "error", math.inf, error)
@@ -462,6 +464,7 @@ class Results:
             terminalreporter.section(f"py-harness: {variant}, case x runtime (error / bound)")
             ids = list(dict.fromkeys(r["case"] for r in mine if r["case"].startswith("lim")))
             ids += [c.id for c in CASES if any(r["case"] == c.id for r in mine)]
+            ids += dict.fromkeys(r["case"] for r in mine if r["case"] not in ids)  # one's own
             write(report.matrix(mine, runtimes, ids))
             theirs = sorted(
                 (d for d in compared if d["variant"] == variant), key=lambda d: -d["ratio_to_bound"]

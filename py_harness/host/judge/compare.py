@@ -2,14 +2,19 @@
 
 A kernel result passes when
 
-    max |actual - ref64| <= factor * max over baselines b of max |b - ref64| + floor
+    |actual_i - ref64_i| <= factor * max(E, u * T_i) + floor   for every element i,
+
+    E = max over baselines b of max over elements |b - ref64|
 
 ref64 is the float64 reference; each baseline is an honest float32 computation of the same
 thing: the plain formula through BLAS (reference.py with dtype=float32) and FlashAttention-2
 with sequential sums (sequential_ref.py). The kernel may be `factor` times worse than the
 less accurate of them, so a correct kernel passes whichever accumulation order it uses
-(docs/verdict.md gives the measurements). Failure reports name the worst element with its
-expected and actual values, in the manner of the WebGPU CTS.
+(docs/verdict.md gives the measurements). T_i, where given, is the sum of the absolute
+values of the terms that element's last sum adds (reference.attention_term_sums), and u * T_i
+the typical error of one float32 sum of them in any order: two baselines' orders can both
+sum one long, cancelling element well while another honest order does not. Failure reports
+name the worst element with its expected and actual values, in the manner of the WebGPU CTS.
 
 Host-only module; nothing that runs in Pyodide imports it.
 """
@@ -57,6 +62,7 @@ def floor_at_scale(name: str, dropout_p: float) -> float:
 LSE_SENTINEL_MIN = 1e38
 
 _TINY = float(np.finfo(np.float32).tiny)  # denominator guard for relative errors
+U32 = 2.0**-24  # float32's unit roundoff
 
 
 @dataclass
@@ -70,20 +76,28 @@ class Report:
     baseline_err: float  # max |baseline - ref| over compared elements, worst baseline
     factor: float
     floor: float
-    bound: float  # factor * baseline_err + floor
-    ratio: float  # max_abs_err / bound; passed needs <= 1
-    worst_index: tuple[int, ...] | None  # first failing element, else the max abs error
+    bound: float  # at worst_index: factor * max(baseline_err, term_err) + floor
+    ratio: float  # max over elements of error / its bound; passed needs <= 1
+    worst_index: tuple[int, ...] | None  # first non-finite element, else the largest ratio
     expected: float | None  # ref at worst_index
     actual: float | None  # actual at worst_index
     nan_count: int  # NaN / Inf in actual where ref is finite (or != ref where it is not)
     sentinel_misses: int = 0  # lse only: empty rows whose actual is < LSE_SENTINEL_MIN
     note: str = ""
     baseline: str = ""  # the baseline that set the bound (the least accurate one)
+    term_err: float = 0.0  # u * sum |terms| at worst_index (0: not given)
 
     def to_json(self) -> dict:
         d = asdict(self)
         d["worst_index"] = list(self.worst_index) if self.worst_index is not None else None
         return d
+
+    def _honest(self) -> str:
+        """What the bound multiplies: the worst baseline's error or, where larger, the
+        element's own u * sum |terms|."""
+        if self.term_err > self.baseline_err:
+            return f"u sum|terms| {self.term_err:.2g} (its baseline {self.baseline_err:.2g})"
+        return f"{self.baseline_err:.2g} ({self.baseline})"
 
     def __str__(self) -> str:
         head = f"{self.name}: {'ok' if self.passed else 'FAIL'}"
@@ -94,8 +108,8 @@ class Report:
         text = (
             f"{head} max abs {self.max_abs_err:.2g} at {self.worst_index}: "
             f"expected {self.expected:.9g}, got {self.actual:.9g}; "
-            f"bound {self.bound:.2g} = {self.factor:g} x {self.baseline_err:.2g} "
-            f"({self.baseline}) + {self.floor:.2g}; ratio {self.ratio:.2f}"
+            f"bound {self.bound:.2g} = {self.factor:g} x {self._honest()} + {self.floor:.2g}; "
+            f"ratio {self.ratio:.2f}"
         )
         if self.nan_count:
             text += f"; {self.nan_count} non-finite"
@@ -111,11 +125,13 @@ def judge(
     baselines: ArrayLike | Mapping[str, ArrayLike],
     factor: float | None = None,
     floor: float = ATOL_FLOOR,
+    term_sums: ArrayLike | None = None,
 ) -> Report:
     """Judge a kernel result `actual` against ref64 with FlashAttention's rule.
 
     baselines: honest float32 results of the same computation, by name (one bare array is
-    named "f32"); the bound takes the largest of their errors. factor defaults to
+    named "f32"); the bound takes the largest of their errors. term_sums: ref64's shape,
+    each element's sum of |terms| (None: no such term). factor defaults to
     FACTORS[name]. For name "lse", elements where ref64 holds the empty-row sentinel
     (>= LSE_SENTINEL_MIN) are left out of every error measure but actual must be
     >= LSE_SENTINEL_MIN there. Elements where ref64 itself is not finite must match
@@ -177,14 +193,20 @@ def judge(
             errors[b] = float(e.max(initial=0.0))
     worst_baseline = max(errors, key=errors.__getitem__)
     baseline = errors[worst_baseline]
-    bound = factor * baseline + floor
+    terms = np.zeros(r.shape)
+    if term_sums is not None:
+        terms = U32 * np.asarray(term_sums, dtype=np.float64)
+        if terms.shape != r.shape or not np.isfinite(terms[compared]).all():
+            raise ValueError(f"{name}: term_sums {terms.shape} not finite where ref64 {r.shape} is")
+    bounds = factor * np.maximum(baseline, terms) + floor
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(err > 0, err / bounds, 0.0)  # a 0 bound is met by 0 error only
     if bad.any():  # report the first failing element, CTS style
-        worst, max_abs = np.argwhere(bad)[0], float("inf")
+        worst, max_abs, ratio = np.argwhere(bad)[0], float("inf"), float("inf")
     else:
-        worst = np.unravel_index(np.argmax(err), err.shape) if err.size else None
-        max_abs = float(err.max(initial=0.0))
+        worst = np.unravel_index(np.argmax(ratios), err.shape) if err.size else None
+        max_abs, ratio = float(err.max(initial=0.0)), float(ratios.max(initial=0.0))
     rel = float((err / np.where(compared, np.maximum(np.abs(r), _TINY), 1.0)).max(initial=0.0))
-    ratio = max_abs / bound if bound > 0 else (0.0 if max_abs == 0 else float("inf"))
     idx = None if worst is None else tuple(int(i) for i in worst)
     return Report(
         name=name,
@@ -194,7 +216,7 @@ def judge(
         baseline_err=baseline,
         factor=factor,
         floor=floor,
-        bound=bound,
+        bound=factor * baseline + floor if idx is None else float(bounds[idx]),
         ratio=ratio,
         worst_index=idx,
         expected=None if idx is None else float(r[idx]),
@@ -202,4 +224,5 @@ def judge(
         nan_count=nan_count,
         sentinel_misses=misses,
         baseline=worst_baseline,
+        term_err=0.0 if idx is None else float(terms[idx]),
     )

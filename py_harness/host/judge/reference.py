@@ -25,6 +25,8 @@ Host-only module; nothing that runs in Pyodide imports it.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
@@ -82,7 +84,10 @@ def alibi_bias(
     return -(per * dist)
 
 
-def _visibility(causal, causal_offset, window, window_left, window_right) -> dict:
+_VISIBILITY = ("causal", "causal_offset", "window", "window_left", "window_right")
+
+
+def _visibility(causal=False, causal_offset=0, window=0, window_left=-1, window_right=-1) -> dict:
     return {
         "causal": causal,
         "causal_offset": causal_offset,
@@ -213,18 +218,83 @@ def attention_bwd_ref(
     None uses this reference's own O. Other arguments as in attention_ref.
     """
     vis = _visibility(causal, causal_offset, window, window_left, window_right)
+    t = _backward_terms(
+        q, k, v, o, d_out, vis, dtype=dtype, mask=mask, alibi_slopes=alibi_slopes,
+        softcap=softcap, dropout_p=dropout_p, seed=seed, scale=scale,
+        dropout_batch0=dropout_batch0,
+    )  # fmt: skip
+    dv = t.pm.swapaxes(-1, -2) @ t.doh
+    dq = t.scale * (t.ds @ t.kh)
+    dk = t.scale * (t.ds.swapaxes(-1, -2) @ t.qh)
+    return dq.transpose(0, 2, 1, 3), _fold_heads(dk, t.hkv), _fold_heads(dv, t.hkv)
+
+
+def attention_term_sums(
+    q: ArrayLike, k: ArrayLike, v: ArrayLike, d_out: ArrayLike, **kw: Any
+) -> dict[str, Array]:
+    """Each output element's sum of the absolute values of the terms its last sum adds, in
+    float64: {o, dq [B, Sq, H, D]; dk, dv [B, Sk, Hkv, D]}. Keywords as attention_bwd_ref's
+    (not o: this uses its own O, and not dtype).
+
+      o_id: sum_j |P_ij M_ij V_jd|;  dv_jd: sum_i |P_ij M_ij dO_id|;
+      dq_id: scale sum_j |dS_ij K_jd|;  dk_jd: scale sum_i |dS_ij Q_id|,
+
+    dk and dv over the query heads sharing a KV head too. A float32 sum of terms x_i errs by
+    at most gamma_n sum |x_i| in any order, and typically by about u sum |x_i| where the
+    terms cancel (Higham, ch. 3-4); compare.judge uses it as the honest error of one element
+    whose sum is long and cancelling, which two honest baselines' orders need not show."""
+    vis = _visibility(**{n: kw.pop(n) for n in _VISIBILITY if n in kw})
+    t = _backward_terms(q, k, v, None, d_out, vis, dtype=np.float64, **kw)
+    pm, ds = np.abs(t.pm), np.abs(t.ds)
+    qh, kh, vh, doh = np.abs(t.qh), np.abs(t.kh), np.abs(t.vh), np.abs(t.doh)
+    return {
+        "o": (pm @ vh).transpose(0, 2, 1, 3),
+        "dq": (t.scale * (ds @ kh)).transpose(0, 2, 1, 3),
+        "dk": _fold_heads(t.scale * (ds.swapaxes(-1, -2) @ qh), t.hkv),
+        "dv": _fold_heads(pm.swapaxes(-1, -2) @ doh, t.hkv),
+    }
+
+
+class _Terms(NamedTuple):
+    """What the backward's sums add, per query head: weights P M [B, H, Sq, Sk], dS, the f32
+    scale, Q, K, V, dO as [B, H, S, D], and the number of KV heads."""
+
+    pm: Array
+    ds: Array
+    scale: np.floating
+    qh: Array
+    kh: Array
+    vh: Array
+    doh: Array
+    hkv: int
+
+
+def _backward_terms(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    o: ArrayLike | None,
+    d_out: ArrayLike,
+    vis: dict,
+    *,
+    dtype: DTypeLike,
+    mask: ArrayLike | None = None,
+    alibi_slopes: ArrayLike | None = None,
+    softcap: float = 0.0,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    scale: float | None = None,
+    dropout_batch0: int = 0,
+) -> _Terms:
     p, _, scale, cap_grad = _probs(q, k, v, mask, alibi_slopes, vis, softcap, scale, dtype)
     b, h, sq, sk = p.shape
-    hkv = np.shape(k)[2]
     mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, dtype, dropout_batch0)
     qh, kh, vh = _heads(q, h, dtype), _heads(k, h, dtype), _heads(v, h, dtype)
     doh = _heads(d_out, h, dtype)
-    oh = (p * mult) @ vh if o is None else _heads(o, h, dtype)
+    pm = p * mult
+    oh = pm @ vh if o is None else _heads(o, h, dtype)
     delta = np.sum(doh * oh, axis=-1, keepdims=True)  # [B, H, Sq, 1]
-    dv = (p * mult).swapaxes(-1, -2) @ doh
     ds = p * (mult * (doh @ vh.swapaxes(-1, -2)) - delta)  # 0 wherever P is 0
     if cap_grad is not None:
         ds = ds * cap_grad  # through the softcap, to the uncapped score
-    dq = scale * (ds @ kh)
-    dk = scale * (ds.swapaxes(-1, -2) @ qh)
-    return dq.transpose(0, 2, 1, 3), _fold_heads(dk, hkv), _fold_heads(dv, hkv)
+    return _Terms(pm, ds, scale, qh, kh, vh, doh, np.shape(k)[2])

@@ -96,7 +96,7 @@ def cell(row: dict[str, Any]) -> str:
 def matrix(rows: list[dict[str, Any]], runtimes: list[str], case_ids: list[str]) -> str:
     """Rows: cases; columns: runtimes; cells: status and worst error / bound."""
     by_key = {(r["case"], r["runtime"]): r for r in rows}
-    width = max(len(c) for c in case_ids)
+    width = max((len(c) for c in case_ids), default=4)
     lines = [f"{'case':<{width}}  " + "  ".join(f"{r:>14}" for r in runtimes)]
     for case_id in case_ids:
         cells = [cell(by_key[(case_id, r)]) if (case_id, r) in by_key else "-" for r in runtimes]

@@ -4,7 +4,8 @@ Takes arrays, not sessions: pytest, `check`, the demo server and the benchmark's
 all judge through judge_outputs, so they judge alike. The rule is compare.judge's, with two
 honest float32 baselines (docs/verdict.md): the plain formula through BLAS ("blas32",
 reference.py with dtype=float32, K scaled) and FlashAttention-2 with sequential sums
-("seq32", sequential_ref.py, Q scaled).
+("seq32", sequential_ref.py, Q scaled), and each element's sum of |terms| for the sums
+that cancel (reference.attention_term_sums).
 
 Host-only module; nothing that runs in Pyodide imports it.
 """
@@ -105,7 +106,28 @@ def baselines(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> dict[str, dict[
     return {"blas32": references(cfg, x, np.float32), "seq32": seq}
 
 
-Expected = tuple[Outputs, dict[str, Outputs]]  # (float64 reference, baselines by name)
+def term_sums(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> Outputs:
+    """Each output element's sum of |terms| (reference.attention_term_sums), in float32 (a
+    bound's size needs no more); the LSE's are 0: it has no such term."""
+
+    def run(kw: dict[str, Any], xs: dict[str, np.ndarray]) -> Outputs:
+        t = reference.attention_term_sums(xs["q"], xs["k"], xs["v"], xs["d_out"], **kw)
+        b, sq, h, _ = t["o"].shape
+        return t | {"lse": np.zeros((b, h, sq))}
+
+    return _per_sequence(cfg, x, np.float32, run) | {
+        "lse": np.zeros(cfg.shapes()["lse"], np.float32)
+    }
+
+
+# (float64 reference, baselines by name, sums of |terms|)
+Expected = tuple[Outputs, dict[str, Outputs], Outputs]
+
+
+def expected(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> Expected:
+    """What a kernel's outputs are judged against, computed afresh."""
+    return references(cfg, x, np.float64), baselines(cfg, x), term_sums(cfg, x)
+
 
 # A matrix case is judged on every runtime and variant that runs it, ten times in `make
 # test`, against the same reference and baselines: judge_case reuses them (reuse=True),
@@ -141,8 +163,9 @@ class ReferenceCache:
             if key in self._entries:
                 self._entries.move_to_end(key)
                 return self._entries[key][0]
-        value = ref64, base = references(cfg, x, np.float64), baselines(cfg, x)
+        value = ref64, base, terms = expected(cfg, x)
         arrays = [*ref64.values(), *(a for b in base.values() for a in b.values())]
+        arrays += terms.values()
         size = sum(a.nbytes for a in arrays)
         if size <= self.budget:
             for a in arrays:
@@ -173,10 +196,7 @@ def judge_outputs(
     """Judge each output in `got` (o must be there; the others where present); returns the
     reports and the float64 reference. large_logits: FlashAttention's overflow factors.
     reuse: take the reference and baselines from REFERENCE_CACHE (read-only arrays)."""
-    if reuse:
-        ref64, base = REFERENCE_CACHE.get(cfg, x)
-    else:
-        ref64, base = references(cfg, x, np.float64), baselines(cfg, x)
+    ref64, base, terms = REFERENCE_CACHE.get(cfg, x) if reuse else expected(cfg, x)
     factors = compare.OVERFLOW_FACTORS if large_logits else compare.FACTORS
     reports = [
         compare.judge(
@@ -186,6 +206,7 @@ def judge_outputs(
             {b: r[n] for b, r in base.items()},
             factors[n],
             compare.floor_at_scale(n, cfg.dropout_p),
+            terms[n],
         )
         for n in OUTPUTS
         if n in got
