@@ -163,10 +163,14 @@ def test_a_long_cancelling_element_is_bounded_by_its_terms(case, terms):
     rep = dv(big, 2.5)  # within 3 x its u sum|terms|, 25 x the baseline's worst error
     assert rep.passed and rep.worst_index == big and rep.term_err == U32 * t[big]
     assert rep.bound == pytest.approx(3 * U32 * t[big]) and "u sum|terms|" in str(rep)
+    assert "(its baseline" in str(rep) and ", f32) + " in str(rep)
     rep = dv(big, 3.5)
     assert not rep.passed and rep.worst_index == big and rep.ratio == pytest.approx(3.5 / 3)
     # Elsewhere the element's own: the error that passed on the longest sum fails here.
     rep = dv(small, 2.5)
     assert not rep.passed and rep.worst_index == small and rep.term_err < rep.baseline_err
+    # No element errs: the report gives the baselines' bound, not an arbitrary element's.
+    rep = judge("dv", r, r, base, floor=0.0, term_sums=t)
+    assert rep.passed and rep.term_err == 0 and rep.bound == 3 * rep.baseline_err
     with pytest.raises(ValueError, match="term_sums"):
         judge("dv", r, r, base, term_sums=t[:, :-1])

@@ -607,7 +607,8 @@ def test_case_a_declared_flaw_covers(demo: Any) -> None:
     assert demo.is_visible("#verdict-note") and "seed-k-scaling" in note, note
     assert covered["reason"] in note
     assert demo.is_hidden("#errors-caveat")  # a kernel flaw's errors are still a verdict
-    # Each error row's tooltip names the float32 baseline that set its bound.
+    # Each error row's tooltip names the float32 baseline that set its bound, or the worst
+    # element's own sum of |terms| where that set it, and the baseline beside it.
     titles = demo.eval_on_selector_all(
         "#errors tr[data-output]",
         "rs => Object.fromEntries(rs.map(r => [r.dataset.output, r.title]))",
@@ -615,7 +616,9 @@ def test_case_a_declared_flaw_covers(demo: Any) -> None:
     for r in run["reports"]:
         assert r["baseline"] in ("blas32", "seq32"), r
         if r["worst_index"]:
-            assert f"({r['baseline']}) + " in titles[r["name"]], titles[r["name"]]
+            title = titles[r["name"]]
+            assert f"{r['baseline']}) + " in title, title
+            assert ("u·Σ|terms|" in title) == (r["term_err"] > r["baseline_err"]), (title, r)
 
 
 def test_case_unsupported_on_this_driver_is_no_verdict(demo: Any) -> None:

@@ -280,8 +280,11 @@ export function renderResult(run) {
 // What a report's bound multiplies at its worst element: the worst baseline's error or,
 // where larger, that element's own u × sum |terms| (compare.judge).
 function honest(r) {
-  if ((r.term_err ?? 0) > r.baseline_err) return `u·Σ|terms| ${fmtErr(r.term_err)}`;
-  return `${fmtErr(r.baseline_err)} (${r.baseline || "float32 baseline"})`;
+  const base = r.baseline || "float32 baseline";
+  if ((r.term_err ?? 0) > r.baseline_err) {
+    return `u·Σ|terms| ${fmtErr(r.term_err)} (its baseline ${fmtErr(r.baseline_err)}, ${base})`;
+  }
+  return `${fmtErr(r.baseline_err)} (${base})`;
 }
 
 // The error table of a run's reports (also the matrix view's case details).

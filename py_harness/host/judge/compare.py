@@ -96,7 +96,8 @@ class Report:
         """What the bound multiplies: the worst baseline's error or, where larger, the
         element's own u * sum |terms|."""
         if self.term_err > self.baseline_err:
-            return f"u sum|terms| {self.term_err:.2g} (its baseline {self.baseline_err:.2g})"
+            base = f"its baseline {self.baseline_err:.2g}, {self.baseline}"
+            return f"u sum|terms| {self.term_err:.2g} ({base})"
         return f"{self.baseline_err:.2g} ({self.baseline})"
 
     def __str__(self) -> str:
@@ -206,6 +207,9 @@ def judge(
     else:
         worst = np.unravel_index(np.argmax(ratios), err.shape) if err.size else None
         max_abs, ratio = float(err.max(initial=0.0)), float(ratios.max(initial=0.0))
+        if max_abs == 0:  # no element errs: no element's own bound is the one that mattered
+            terms = np.zeros(r.shape)
+            bounds = np.full(r.shape, factor * baseline + floor)
     rel = float((err / np.where(compared, np.maximum(np.abs(r), _TINY), 1.0)).max(initial=0.0))
     idx = None if worst is None else tuple(int(i) for i in worst)
     return Report(
