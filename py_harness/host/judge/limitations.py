@@ -170,7 +170,8 @@ SEED_SCALING = Limitation(
     ),
     evidence=(
         "d109-sq7-sk1-h3-win1: dV at 1.19x the floor on lavapipe and SwiftShader (found by "
-        "tests/test_fuzz.py); d32-sq5-sk17-gqa6x2-causal-big: dV at 1.8x the overflow bound "
+        "tests/test_fuzz.py; within the bound of its one-term dV's own |P dO| since, at up to "
+        "0.76 on draws 0-39); d32-sq5-sk17-gqa6x2-causal-big: dV at 1.8x the overflow bound "
         "on 4 of 5 draws on lavapipe; the fast variant passes both at <= 0.5. `py-harness "
         "explore --variant seed --seed 3` drew six more overflow-test cases without a "
         "single-key row that failed at 1.09-1.75x on lavapipe; the fast variant passes "
