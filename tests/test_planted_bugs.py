@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -198,8 +199,9 @@ def test_runtimes_on_one_float_path_agree_bit_for_bit(
 def test_path_dependent_bugs_are_named_and_include_every_precision_bug() -> None:
     names = {m.name for m in MUTANTS}
     assert names >= PATH_DEPENDENT, PATH_DEPENDENT - names
-    # every rounding or approximated exp, by name: their margins over the bound are narrow
-    precision = {n for n in names if n.endswith(("-17bits", "-5digits"))}
+    # every rounding, truncation or approximated exp, by name (-17bits, -16bits, -5digits):
+    # their margins over the bound are narrow
+    precision = {n for n in names if re.search(r"-\d+(bits|digits)$", n)}
     assert len(precision) >= 20 and precision <= PATH_DEPENDENT, precision - PATH_DEPENDENT
     # code that one form of head_dim 256 never runs is judged on every path, so the path
     # that runs it judges it; no edit is dead in both forms

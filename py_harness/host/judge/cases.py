@@ -265,11 +265,36 @@ CASES: tuple[Case, ...] = (
     # variant has wholly visible tiles that a transposed test takes for others), with an
     # odd head_dim: a left bound that the backward's first round does not reach, so the
     # dQ sum pass zeroes the slots' sums float by float (rows unaligned), row by row
-    Case(31, 130, 300, bottom_right=True, window_left=200, window_right=3, smoke=True),
+    Case(
+        31,
+        130,
+        300,
+        bottom_right=True,
+        window_left=200,
+        window_right=3,
+        smoke=True,
+        repeat_backward=True,  # the zeroing, float by float, checked by a second run
+    ),
     # ... the left side unbounded (-1), the right 3 past the causal edge
     Case(32, 130, 300, bottom_right=True, window_right=3),
     Case(16, 77, 77, num_heads=2, num_kv_heads=2, window_left=0, window_right=0),
-    Case(64, 300, 130, causal=True, bottom_right=True, window_left=37, smoke=True),
+    # ... with GQA and head_dim 62, in the fast backward's band layout, run twice: a second
+    # case (after d18 and the band case with everything at once, below) for rows on 8-byte
+    # boundaries read or added as whole vec4s (loads, Delta, dQ's and the band's sums), the
+    # band's blocks placed by the KV heads, and its sums added onto the last run's where
+    # stored (mutants.py)
+    Case(
+        62,
+        300,
+        130,
+        num_heads=4,
+        num_kv_heads=2,
+        causal=True,
+        bottom_right=True,
+        window_left=37,
+        smoke=True,
+        repeat_backward=True,
+    ),
     # softcap: moderate, and saturated by large logits (tanh' near 0 for most scores);
     # with everything else at once
     Case(64, 128, 217, softcap=2.5, smoke=True),

@@ -57,6 +57,14 @@ def _rounded(expr: str, bits: int, vec4: bool = False) -> str:
     return f"bitcast<f32>((bitcast<u32>({expr}) + {half}) & {keep})"
 
 
+# e with its float32 mantissa cut to `bits` bits (truncated: toward zero, a relative error
+# in [0, 2^-bits)). For a constant, which rounded to nearest errs by whatever its low bits
+# give (dQ's scale 1/sqrt(head_dim) to 17 bits: 0 to 34 x 2^-24 over the smoke cases'
+# head_dims, under the judge's bound).
+def _truncated(expr: str, bits: int) -> str:
+    return f"bitcast<f32>(bitcast<u32>({expr}) & {~((1 << (23 - bits)) - 1) & 0xFFFFFFFF:#x}u)"
+
+
 # log2(e) to 5 digits: exp(x) as exp2(x * 1.4427) is off by a factor exp(3.46e-6 x), a
 # relative error of 58 x 2^-24 per unit of |x| (x = s - m or s - LSE: |x| is a few).
 LOG2E_5_DIGITS = "1.4427"
@@ -553,6 +561,58 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "acc += ffb_take4(ffb_part(g, b, h, qi) + c, n, zero);",
         "acc += ffb_take4(ffb_part(g, b, h, qi) + c, 4u, zero);",
     ),
+    # Planted blind in the second round too, and caught there by one smoke case only, or
+    # only through the repeated backward's bit-for-bit check: the dQ sum pass never zeroing
+    # the slots' sums (the aligned rows' zeroing alone is fast-dq-sum-not-zeroed; here the
+    # unaligned rows' too, which the wide window's repeated backward catches); one copy of
+    # dK and dV taken as long as the longest sequence's keys, not the last sequence's (a key
+    # tile's parts, in a variable-length batch whose last sequence is shorter); the band
+    # layout's blocks num_kv_heads heads apart (GQA: two heads' sums in one place); the band
+    # sums' rows read as whole vec4s whenever the column is a multiple of 4 (always), not
+    # where head_dim is
+    _fast(
+        "dq-sum-zeroing-off",
+        FAST_BWD,
+        "let zero = !ffb_first_round_covers(b);",
+        "let zero = false;",
+    ),
+    _fast(
+        "kv-copy-len-longest",
+        FAST_BWD,
+        "((last.k_row0 + last.len_k) * p.num_kv_heads",
+        "((last.k_row0 + p.seq_k) * p.num_kv_heads",
+    ),
+    _fast(
+        "dq-band-kv-heads",
+        FAST_BWD,
+        "((block * p.num_heads + h) * p.dq_band_rows",
+        "((block * p.num_kv_heads + h) * p.dq_band_rows",
+    ),
+    _fast(
+        "dq-band-sum-column-aligned",
+        FAST_BWD,
+        "if (p.head_dim % 4u == 0u) {\n            acc += ffb_scratch4[e >> 2u];",
+        "if (c % 4u == 0u) {\n            acc += ffb_scratch4[e >> 2u];",
+    ),
+    # ... and two precision losses caught at a few times the bound at best (ratios as for the
+    # precision bugs below): dQ's scale truncated to 16 bits (_truncated: 1/sqrt(head_dim)
+    # then 0, at a power of 4, to 193 x 2^-24 low; every dQ element off by that relative
+    # error; 3.3-6.0x), and the softcap's derivative rounded to 15 bits (_rounded, element
+    # by element: up to 2^-16; 3.2-5.3x)
+    _fast(
+        "dq-scale-16bits",
+        FAST_BWD,
+        "ff_put_pt(t, ds * p.scale);",
+        f"ff_put_pt(t, ds * {_truncated('p.scale', 16)});",
+    ),
+    _fast(
+        "softcap-grad-15bits",
+        FAST_BWD,
+        "let g = ff_softcap_grad4x4(s);",
+        "let g0 = ff_softcap_grad4x4(s);\n                let g = mat4x4<f32>("
+        + ", ".join(_rounded(f"g0[{i}]", 15, True) for i in range(4))
+        + ");",
+    ),
     # Precision (see _rounded; ratios: the judge's error / bound on the first catcher, input
     # draws 0-4, lavapipe and SwiftShader alike). The LSE the forward stores: 17 bits leave
     # it up to 1.5e-5 off for |LSE| in [4, 8), which P = exp(S - LSE) in the backward takes
@@ -987,6 +1047,11 @@ FIRST_CATCH: dict[str, str] = {
     "fast-bwd-alibi-full-tile-bh": ALIBI_HEAD,
     "fast-bwd-full-tile-transposed": WIDE_WINDOW,
     "fast-dq-sum-row-tail-race": WIDE_WINDOW,
+    "fast-dq-sum-zeroing-off": WIDE_WINDOW,
+    "fast-kv-copy-len-longest": "d201-vq330.0.77-vk70.5.64-gqa6x2",
+    **dict.fromkeys(("fast-dq-band-kv-heads", "fast-dq-band-sum-column-aligned"), BAND_FLOATS),
+    "fast-dq-scale-16bits": "d32-sq300-sk70-mqa5x1",
+    "fast-softcap-grad-15bits": VARLEN_ALL,
     "fwd-l-17bits": "d64-sq64-sk1031-h2",
     "fwd-lse-17bits": "d1-sq17-sk17-h4",
     "bwd-lse-17bits": "d64-sq17-sk128-h4-big",
