@@ -207,11 +207,10 @@ def judge(
     else:
         worst = np.unravel_index(np.argmax(ratios), err.shape) if err.size else None
         max_abs, ratio = float(err.max(initial=0.0)), float(ratios.max(initial=0.0))
-        if max_abs == 0:  # no element errs: no element's own bound is the one that mattered
-            terms = np.zeros(r.shape)
-            bounds = np.full(r.shape, factor * baseline + floor)
     rel = float((err / np.where(compared, np.maximum(np.abs(r), _TINY), 1.0)).max(initial=0.0))
     idx = None if worst is None else tuple(int(i) for i in worst)
+    # The worst element's own bound; where no element errs, none mattered: the baselines'.
+    own = idx is not None and max_abs > 0
     return Report(
         name=name,
         passed=not bad.any() and ratio <= 1.0,
@@ -220,7 +219,7 @@ def judge(
         baseline_err=baseline,
         factor=factor,
         floor=floor,
-        bound=factor * baseline + floor if idx is None else float(bounds[idx]),
+        bound=float(bounds[idx]) if own else factor * baseline + floor,
         ratio=ratio,
         worst_index=idx,
         expected=None if idx is None else float(r[idx]),
@@ -228,5 +227,5 @@ def judge(
         nan_count=nan_count,
         sentinel_misses=misses,
         baseline=worst_baseline,
-        term_err=0.0 if idx is None else float(terms[idx]),
+        term_err=float(terms[idx]) if own else 0.0,
     )

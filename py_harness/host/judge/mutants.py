@@ -41,14 +41,18 @@ def _fast(name: str, file: str, old: str, new: str, occurrence: int = 1) -> Muta
     return Mutant(f"fast-{name}", file, old, new, occurrence, variant="fast")
 
 
+def _keep(bits: int) -> str:
+    """The u32 mask that keeps a float32's sign, exponent and first `bits` mantissa bits."""
+    return f"{~((1 << (23 - bits)) - 1) & 0xFFFFFFFF:#x}u"
+
+
 # Precision bugs: one intermediate a few tens of times less accurate than float32.
 # _rounded(e, 17) is e rounded to 17 of float32's 23 mantissa bits, to nearest (half up in
 # magnitude, on the bits): its relative error is at most 2^-18 = 64 x float32's unit
 # roundoff 2^-24 (about 27 x 2^-24 rms over the kernels' values), and unbiased. WGSL, inline
 # (an edit replaces one expression, so no helper function).
 def _rounded(expr: str, bits: int, vec4: bool = False) -> str:
-    drop = 23 - bits
-    half, keep = f"{1 << (drop - 1):#x}u", f"{~((1 << drop) - 1) & 0xFFFFFFFF:#x}u"
+    half, keep = f"{1 << (23 - bits - 1):#x}u", _keep(bits)
     if vec4:
         return (
             f"bitcast<vec4<f32>>((bitcast<vec4<u32>>({expr}) + vec4<u32>({half})) "
@@ -62,7 +66,7 @@ def _rounded(expr: str, bits: int, vec4: bool = False) -> str:
 # give (dQ's scale 1/sqrt(head_dim) to 17 bits: 0 to 34 x 2^-24 over the smoke cases'
 # head_dims, under the judge's bound).
 def _truncated(expr: str, bits: int) -> str:
-    return f"bitcast<f32>(bitcast<u32>({expr}) & {~((1 << (23 - bits)) - 1) & 0xFFFFFFFF:#x}u)"
+    return f"bitcast<f32>(bitcast<u32>({expr}) & {_keep(bits)})"
 
 
 # log2(e) to 5 digits: exp(x) as exp2(x * 1.4427) is off by a factor exp(3.46e-6 x), a

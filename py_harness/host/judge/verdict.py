@@ -113,7 +113,9 @@ def term_sums(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> Outputs:
     def run(kw: dict[str, Any], xs: dict[str, np.ndarray]) -> Outputs:
         t = reference.attention_term_sums(xs["q"], xs["k"], xs["v"], xs["d_out"], **kw)
         b, sq, h, _ = t["o"].shape
-        return t | {"lse": np.zeros((b, h, sq))}
+        return {n: a.astype(np.float32) for n, a in t.items()} | {
+            "lse": np.zeros((b, h, sq), np.float32)  # _per_sequence copies each sequence's
+        }
 
     return _per_sequence(cfg, x, np.float32, run) | {
         "lse": np.zeros(cfg.shapes()["lse"], np.float32)
