@@ -58,6 +58,12 @@ CHILD = textwrap.dedent(
         elif entry == "exit":
             print("about to exit", file=sys.stderr); sys.stderr.flush()
             sys.exit(3)
+        elif entry == "exit-late":  # exits at once; what it leaves behind speaks after
+            import subprocess
+            late = "import sys, time; time.sleep(0.5); print('said after', file=sys.stderr)"
+            subprocess.Popen([sys.executable, "-c", late], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL)
+            sys.exit(4)
     """
 )
 
@@ -124,6 +130,13 @@ def test_a_child_that_exits_mid_call_fails_that_call_with_its_last_words(
         child.call("exit", {})
     assert child.call("echo", {"after": 1})["echo"] == {"after": 1}
     assert child.children_started == 2
+
+
+def test_last_words_are_read_to_the_end_of_stderr(child: WorkerSession) -> None:
+    # stdout ends first here (as it can under load with any child): the reply waits for
+    # stderr's end, within 2 s
+    with pytest.raises(PageError, match=r"exited with status 4[^$]*said after"):
+        child.call("exit-late", {})
 
 
 def test_a_child_off_the_protocol_fails_that_call_at_once(child: WorkerSession) -> None:

@@ -82,9 +82,11 @@ class WorkerSession(_AdapterName):
             cwd=self._cwd,
         )
         self.children_started += 1
+        self._pumps: list[threading.Thread] = []
         for stream, sink in ((self._proc.stdout, self._replies), (self._proc.stderr, None)):
             args = (stream, sink, self._chatter)
-            threading.Thread(target=_pump, args=args, daemon=True).start()
+            self._pumps.append(threading.Thread(target=_pump, args=args, daemon=True))
+            self._pumps[-1].start()
         status, value, stack, _ = self._wait(None, "start", self.start_timeout_s)
         if status != "ok":
             self.close()
@@ -112,6 +114,11 @@ class WorkerSession(_AdapterName):
                 return reply[1:]
 
     def _why(self, what: str) -> str:
+        """What went wrong, with the child's last words: called once it is gone (close), when
+        its stderr still holds what it said last, which the pump may not have read yet (its
+        stdout can end first: the test of an exit mid-call lost them under load)."""
+        for pump in self._pumps:
+            pump.join(timeout=2.0)  # both pipes end with the child (or its heirs: bounded)
         said = "\n".join(self._chatter) or "(nothing on stderr)"
         return f"the {self.runtime} worker {what}; its last words:\n{said}"
 
