@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from py_harness.host.judge.compare import ATOL_FLOOR, FACTORS, U32, judge
+from py_harness.host.judge.compare import ATOL_FLOOR, FACTORS, U32, element_bounds, judge
 from py_harness.host.judge.reference import attention_bwd_ref, attention_ref, attention_term_sums
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -169,6 +169,9 @@ def test_a_long_cancelling_element_is_bounded_by_its_terms(case, terms):
     # Elsewhere the element's own: the error that passed on the longest sum fails here.
     rep = dv(small, 2.5)
     assert not rep.passed and rep.worst_index == small and rep.term_err < rep.baseline_err
+    # The demo page's maps hold each element to its own bound: the longest sum's passes
+    bounds = element_bounds(rep, t)
+    assert bounds[small] == rep.bound and bounds[big] == pytest.approx(3 * U32 * t[big])
     # No element errs: the report gives the baselines' bound, not an arbitrary element's.
     rep = judge("dv", r, r, base, floor=0.0, term_sums=t)
     assert rep.passed and rep.term_err == 0 and rep.bound == 3 * rep.baseline_err

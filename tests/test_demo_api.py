@@ -145,7 +145,8 @@ def test_judge_agrees_with_judge_outputs(base_url: str, cfg: AttentionConfig) ->
     )
     assert status == 200, got
     assert got["passed"] is False
-    wants, ref64 = judge_outputs(cfg, x, outputs)
+    bounds: dict[str, np.ndarray] = {}
+    wants, ref64 = judge_outputs(cfg, x, outputs, bounds=bounds)
     assert [r["name"] for r in got["reports"]] == list(OUTPUTS)
     for report, want in zip(got["reports"], wants, strict=True):
         n = report["name"]
@@ -155,6 +156,13 @@ def test_judge_agrees_with_judge_outputs(base_url: str, cfg: AttentionConfig) ->
         assert np.array_equal(unb64(got["reference"][n], shape), ref64[n].astype(np.float32))
         err = unb64(got["abs_error"][n], shape)
         assert np.allclose(err, np.abs(outputs[n] - ref64[n]), rtol=1e-6, atol=0)
+        # each element's own bound, for the maps: the report's at its worst element, and
+        # over it exactly where the output fails
+        bound = unb64(got["bound"][n], shape)
+        assert np.array_equal(bound, bounds[n].astype(np.float32))
+        worst = tuple(report["worst_index"])
+        assert np.isclose(bound[worst], report["bound"], rtol=1e-6, atol=0)
+        assert bool((np.abs(outputs[n] - ref64[n]) > bounds[n]).any()) is (n == "dq")
 
 
 def test_non_finite_errors_are_sent_as_strings(base_url: str) -> None:

@@ -62,6 +62,24 @@ def test_loads_and_shows_adapter(demo: Any) -> None:
     shot(demo, "demo_loaded.png")
 
 
+def test_error_map_holds_each_element_to_its_own_bound(demo: Any) -> None:
+    # Element 0 errs 1 against its own bound 0.5, element 1 errs 1.8 against 2 (a long,
+    # cancelling sum's): red and not red, where the worst element's 1.5 alone would say the
+    # opposite of both.
+    red = demo.evaluate(
+        """async () => {
+          const { heatmap, OVER_RGB } = await import("./demo-heatmap.js");
+          const pixels = (opts) => {
+            const fig = heatmap(new Float32Array([1, 1.8]), 1, 2, { kind: "error", ...opts });
+            const px = fig.querySelector("canvas").getContext("2d").getImageData(0, 0, 2, 1).data;
+            return [0, 1].map((i) => OVER_RGB.every((c, k) => px[4 * i + k] === c));
+          };
+          return [pixels({ bound: 1.5, bounds: new Float32Array([0.5, 2]) }), pixels({ bound: 1.5 })];
+        }"""
+    )
+    assert red == [[True, False], [False, True]]
+
+
 def test_run_agrees_with_python_api(demo: Any) -> None:
     click_run(demo)
     run = demo.evaluate(

@@ -60,8 +60,9 @@ const fmt = (v) =>
 const short = (v) =>
   v === 0 || (Math.abs(v) >= 1e-2 && Math.abs(v) < 1e3) ? v.toPrecision(3) : v.toExponential(1);
 
-// opts: {kind: "weights" | "signed" | "error", bound (error), dropped (Uint8Array),
-//        rowLabel, colLabel, title}
+// opts: {kind: "weights" | "signed" | "error", bound (error: the worst element's), bounds
+//        (error, optional: each element's own, as data), dropped (Uint8Array), rowLabel,
+//        colLabel, title}. With bounds an error map shows each error over its own bound.
 // Returns the figure element: title, canvas, colour bar and hover read-out.
 export function heatmap(data, rows, cols, opts) {
   const fig = document.createElement("figure");
@@ -78,8 +79,8 @@ export function heatmap(data, rows, cols, opts) {
     let rgb;
     if (Number.isNaN(v)) rgb = MASKED_RGB;
     else if (opts.dropped?.[i]) rgb = DROPPED_RGB;
-    else if (opts.kind === "error" && v > opts.bound) rgb = OVER_RGB;
-    else rgb = colour(map, toT(v));
+    else if (opts.kind === "error" && v > boundAt(opts, i)) rgb = OVER_RGB;
+    else rgb = colour(map, toT(opts.bounds ? v / opts.bounds[i] : v));
     img.data.set([...rgb, 255], 4 * i);
   }
   canvas.getContext("2d").putImageData(img, 0, 0);
@@ -97,16 +98,22 @@ export function heatmap(data, rows, cols, opts) {
     const j = Math.min(cols - 1, Math.floor(((ev.clientX - r.left) / r.width) * cols));
     const i = Math.min(rows - 1, Math.floor(((ev.clientY - r.top) / r.height) * rows));
     const v = data[i * cols + j];
+    const at = i * cols + j;
     const what = Number.isNaN(v)
       ? "masked"
-      : opts.dropped?.[i * cols + j]
+      : opts.dropped?.[at]
         ? `${fmt(v)} (dropped)`
-        : fmt(v);
+        : opts.bounds
+          ? `${fmt(v)} (its bound ${fmt(opts.bounds[at])})`
+          : fmt(v);
     readout.textContent = `${opts.rowLabel} ${i}, ${opts.colLabel} ${j}: ${what}`;
   });
   fig.append(cap, canvas, bar, readout);
   return fig;
 }
+
+// The bound an error map holds element i to: its own where the map has them.
+const boundAt = (opts, i) => (opts.bounds ? opts.bounds[i] : opts.bound);
 
 function scaleFor(data, opts) {
   let max = 0;
@@ -114,6 +121,16 @@ function scaleFor(data, opts) {
   if (opts.kind === "signed") {
     const m = max || 1;
     return { map: "diverging", lo: -m, hi: m, toT: (v) => 0.5 + v / (2 * m), scaleNote: "linear" };
+  }
+  if (opts.kind === "error" && opts.bounds) {
+    // Each error over its own bound, log scale up to 1: how far from failing each element is.
+    return {
+      map: "error",
+      lo: 1e-4,
+      hi: 1,
+      toT: (r) => (r <= 1e-4 ? 0 : Math.log10(r / 1e-4) / 4),
+      scaleNote: "log · error / its bound · red: > 1",
+    };
   }
   if (opts.kind === "error") {
     // Log scale up to the bound: how far from failing each element is. 4 decades below it.

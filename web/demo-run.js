@@ -213,7 +213,7 @@ export async function runCase(state) {
       covered: judged.covered,
       reports: judged.reports,
       maxAbsRef: Object.fromEntries(Object.entries(ref).map(([n, a]) => [n, maxAbs(a)])),
-      arrays: { x, got, ref, err: decode(judged.abs_error) },
+      arrays: { x, got, ref, err: decode(judged.abs_error), bound: decode(judged.bound) },
     };
     state.lastRun = entry;
     addEntry(state, entry, `${variant} · ${shape}`);
@@ -452,6 +452,9 @@ export function renderPictures(state) {
           ...opts,
           kind: "error",
           bound,
+          // each element against its own bound (the server's per-element term); runs kept
+          // from before it came have the worst element's only
+          bounds: run.arrays.bound && slice(run.arrays.bound[name]),
           title: `|${NAMES[name]} − ref64|`,
         }),
       );

@@ -199,7 +199,7 @@ def judge(
         terms = U32 * np.asarray(term_sums, dtype=np.float64)
         if terms.shape != r.shape or not np.isfinite(terms[compared]).all():
             raise ValueError(f"{name}: term_sums {terms.shape} not finite where ref64 {r.shape} is")
-    bounds = factor * np.maximum(baseline, terms) + floor
+    bounds = _bounds(factor, baseline, terms, floor)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(err > 0, err / bounds, 0.0)  # a 0 bound is met by 0 error only
     if bad.any():  # report the first failing element, CTS style
@@ -229,3 +229,17 @@ def judge(
         baseline=worst_baseline,
         term_err=float(terms[idx]) if own else 0.0,
     )
+
+
+def _bounds(factor: float, baseline: float, terms: np.ndarray, floor: float) -> np.ndarray:
+    """Each element's bound: factor x max(the baselines' worst error, u x its sum of |terms|)
+    + floor."""
+    return factor * np.maximum(baseline, terms) + floor
+
+
+def element_bounds(report: Report, term_sums: ArrayLike | None = None) -> np.ndarray:
+    """The bound judge held each element of report's output to, from the report and the same
+    term_sums (None: none): what an element's error is measured against, for the maps of the
+    demo page (report.bound is the worst element's)."""
+    terms = 0.0 if term_sums is None else U32 * np.asarray(term_sums, dtype=np.float64)
+    return np.asarray(_bounds(report.factor, report.baseline_err, terms, report.floor))

@@ -194,10 +194,13 @@ def judge_outputs(
     *,
     large_logits: bool = False,
     reuse: bool = False,
+    bounds: dict[str, np.ndarray] | None = None,
 ) -> tuple[list[compare.Report], dict[str, np.ndarray]]:
     """Judge each output in `got` (o must be there; the others where present); returns the
     reports and the float64 reference. large_logits: FlashAttention's overflow factors.
-    reuse: take the reference and baselines from REFERENCE_CACHE (read-only arrays)."""
+    reuse: take the reference and baselines from REFERENCE_CACHE (read-only arrays).
+    bounds: a dict to fill with each judged output's bound per element
+    (compare.element_bounds)."""
     ref64, base, terms = REFERENCE_CACHE.get(cfg, x) if reuse else expected(cfg, x)
     factors = compare.OVERFLOW_FACTORS if large_logits else compare.FACTORS
     reports = [
@@ -213,4 +216,6 @@ def judge_outputs(
         for n in OUTPUTS
         if n in got
     ]
+    if bounds is not None:
+        bounds.update({r.name: compare.element_bounds(r, terms[r.name]) for r in reports})
     return reports, ref64

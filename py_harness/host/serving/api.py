@@ -158,7 +158,8 @@ def judge(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
     if "o" not in got:
         raise ConfigError("o", "is missing from the outputs")
     t0 = time.perf_counter()
-    reports, ref64 = judge_outputs(cfg, x, got)
+    bounds: dict[str, np.ndarray] = {}
+    reports, ref64 = judge_outputs(cfg, x, got, bounds=bounds)
     reference_ms = (time.perf_counter() - t0) * 1e3
     passed = bool(reports) and all(r.passed for r in reports)
     covered = coverage(variant, adapter, cfg)
@@ -177,6 +178,8 @@ def judge(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
         # the size of the errors themselves).
         "reference": encode_tensors({n: ref64[n].astype(np.float32) for n in got}),
         "abs_error": encode_tensors({n: _abs_error(got[n], ref64[n]) for n in got}),
+        # each element's own bound (compare.element_bounds): the maps mark what exceeds it
+        "bound": encode_tensors(bounds),
         "reference_ms": reference_ms,
     }
 
