@@ -74,7 +74,8 @@ def test_error_map_holds_each_element_to_its_own_bound(demo: Any) -> None:
             const px = fig.querySelector("canvas").getContext("2d").getImageData(0, 0, 2, 1).data;
             return [0, 1].map((i) => OVER_RGB.every((c, k) => px[4 * i + k] === c));
           };
-          return [pixels({ bound: 1.5, bounds: new Float32Array([0.5, 2]) }), pixels({ bound: 1.5 })];
+          const own = new Float32Array([0.5, 2]);
+          return [pixels({ bound: 1.5, bounds: own }), pixels({ bound: 1.5 })];
         }"""
     )
     assert red == [[True, False], [False, True]]
