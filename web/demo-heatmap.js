@@ -97,8 +97,8 @@ export function heatmap(data, rows, cols, opts) {
     const r = canvas.getBoundingClientRect();
     const j = Math.min(cols - 1, Math.floor(((ev.clientX - r.left) / r.width) * cols));
     const i = Math.min(rows - 1, Math.floor(((ev.clientY - r.top) / r.height) * rows));
-    const v = data[i * cols + j];
     const at = i * cols + j;
+    const v = data[at];
     const what = Number.isNaN(v)
       ? "masked"
       : opts.dropped?.[at]
