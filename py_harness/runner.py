@@ -53,7 +53,7 @@ class Split:
     def of(cls, variant: Variant, cfg: AttentionConfig, limits: dict[str, int]) -> Split:
         cap = binding_cap(limits)
         band = variant.dq_band_rows(cfg, cap)
-        return cls(variant.dq_slots(cfg, cap, band), variant.kv_parts(cfg, cap), band)
+        return cls(variant.dq_slots(cfg, cap, band), variant.kv_parts(cfg, cap, band), band)
 
 
 class AttentionRunner:

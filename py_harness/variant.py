@@ -468,19 +468,19 @@ class Variant:
             return 0
         return rows if band * F32_BYTES <= cap_bytes else 0
 
-    def kv_parts(self, cfg: AttentionConfig, cap_bytes: int) -> int:
+    def kv_parts(self, cfg: AttentionConfig, cap_bytes: int, band_rows: int = 0) -> int:
         """How many parts each key tile's work is split into (1: none; see Kernel.key_parts):
-        where the key tiles alone, one workgroup each, would not fill a large GPU
-        (PARTIAL_DQ_WORKGROUPS over batch x kv_heads, as dq_slots), enough parts that they
-        do, with KV_PART_MIN_TILES query tiles per part on average at least, within one
-        binding of cap_bytes for the copies of dK. A tile's parts add into its dQ sum on
-        rows no other part of it touches. With fewer sums than tiles a sum takes several
-        tiles in rounds, and its workgroups (one per part) reach them at different times,
-        so the parts must hold the same rows in every tile: whole heads of the group, as
-        many in each (where the query tiles differ per key tile, with causal masking or a
-        window, a part's bounds inside a head would move from tile to tile, and part 0 of
-        one round and part 1 of another would add into the same rows at once: 3 heads
-        over one K at S = 8192 on an H200, 128 key tiles over 64 sums, in 2 parts)."""
+        where the key-tile workgroups alone would not fill a large GPU (PARTIAL_DQ_WORKGROUPS
+        over batch x kv_heads, as dq_slots), enough parts that they do, with
+        KV_PART_MIN_TILES query tiles per part on average at least, within one binding of
+        cap_bytes for the copies of dK. Those workgroups are one per key tile, or one per
+        partial sum of dQ where the sums are fewer than the tiles (dq_slots; band_rows as
+        there): the sums' binding caps them at long sequences (7 at S = 32768, head_dim 128,
+        16 heads on an H200, where 16 fill it). A tile's parts add into its dQ sum on rows no
+        other part of it touches. With fewer sums than tiles a sum takes several tiles in
+        rounds, and its workgroups (one per part) reach them at different times, so the
+        parts hold the same rows in every tile: query tiles aligned on the sequence,
+        interleaved (ffb_first_tile in fa2_fast_backward.wgsl), whatever the mask."""
         split = [k for k in self.backward if k.key_parts]
         if not split:
             return 1
@@ -489,16 +489,16 @@ class Variant:
         group = cfg.num_heads // cfg.kv_heads
         items = group * math.ceil(cfg.seq_q / tile)
         fit = cap_bytes // (F32_BYTES * whole_vec4s(buffer_sizes(cfg, ("dk",))["dk"]))
-        parts = max(1, min(math.ceil(want / tiles), items // KV_PART_MIN_TILES, fit))
-        slots = self._slots_or_zero(cfg, cap_bytes) if self.partial_dq else 0
-        if 0 < slots < tiles:
-            parts = max(d for d in range(1, parts + 1) if group % d == 0)
-        return parts
+        slots = self._slots_or_zero(cfg, cap_bytes, band_rows) if self.partial_dq else 0
+        rounds = 0 < slots < tiles
+        return max(
+            1, min(math.ceil(want / (slots if rounds else tiles)), items // KV_PART_MIN_TILES, fit)
+        )
 
-    def _slots_or_zero(self, cfg: AttentionConfig, cap_bytes: int) -> int:
+    def _slots_or_zero(self, cfg: AttentionConfig, cap_bytes: int, band_rows: int = 0) -> int:
         """dq_slots, or 0 where it refuses the case (Split.of asks it first, and raises)."""
         try:
-            return self.dq_slots(cfg, cap_bytes)
+            return self.dq_slots(cfg, cap_bytes, band_rows)
         except ConfigError:
             return 0
 

@@ -227,10 +227,11 @@ fn ffb_add_rows(
     let p = fa2_params;
     let c = c0 + t.x * 4u;
     if (c >= p.head_dim) { return; }
-    let ok = qr < vec4<u32>(ff_seq(b).len_q);
+    let ok = (qr < vec4<u32>(ff_seq(b).len_q)) & (qr >= vec4<u32>(x));
     // A row past the sequence's end is read as its last row of this sum (which only this
-    // workgroup writes) and not stored.
-    let q = min(qr, vec4<u32>(ff_seq(b).len_q - 1u));
+    // workgroup writes) and not stored; one before the range's start x (an aligned tile's,
+    // ffb_first_tile), which sees none of the tile's keys, as the range's first.
+    let q = clamp(qr, vec4<u32>(x), vec4<u32>(ff_seq(b).len_q - 1u));
     let e = vec4<u32>(
         ffb_dq_row(slot, kt, x, b, h, q.x),
         ffb_dq_row(slot, kt, x, b, h, q.y),
@@ -318,6 +319,20 @@ fn ffb_store_kv(
         if (parts.dv) { ffb_put_dv(base, c + 64u, dv_hi); }
     }
 }
+// The first query row of part `part` of P's tiles of head g of the group, in a key tile
+// whose query range starts at x; its next tiles are P tiles apart. P = 1: every tile from
+// x. P > 1: tiles aligned on the sequence's rows (rows before x are masked, and ffb_add_rows
+// skips them), tile j of head g in part (g + j) % P, the same rows in every key tile
+// whatever its range: a sum's parts reach its tiles in different rounds, and rows that
+// moved with the range would have part 0 of one round and part 1 of another add into the
+// same rows at once (3 heads over one K at S = 8192 on an H200, causal, 128 key tiles over
+// 64 sums in 2 parts). Interleaved, each part gets a share of every key tile's work, with
+// causal masking as without.
+fn ffb_first_tile(x: u32, g: u32, part: u32, kv_parts: u32) -> u32 {
+    let j = x / FF_BC;
+    let skip = (part + kv_parts - (g + j) % kv_parts) % kv_parts;
+    return select(x, (j + skip) * FF_BC, kv_parts > 1u);
+}
 // What a key-tile pass computes: dV, and dK with dQ's partial sums (both in one pass for
 // head_dim <= 64, two passes for 128: see the top).
 struct FfbParts {
@@ -345,8 +360,7 @@ fn ffb_key_tiles(lix: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
     let kvh = job.y % p.num_kv_heads;
     let group = p.num_heads / p.num_kv_heads;
     let slot = nwg.y - 1u - job.x;
-    // This workgroup's part of each key tile: items [lo, hi) of the tile's group x nq query
-    // tiles, head-major (P = 1: all of them, in the order of one loop in another).
+    // This workgroup's part of each key tile's work (ffb_first_tile).
     let part = wg.x / ff_col_blocks();
     let kv_parts = nwg.x / ff_col_blocks();
     // Key tiles in rounds of G: round r hands tiles rG .. rG + G - 1 to the slots in slot
@@ -374,16 +388,12 @@ fn ffb_key_tiles(lix: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
         let range = ff_query_range(b, k0, min(k0 + FF_BR, ff_seq(b).len_k) - 1u);
         var dk = FfAcc();
         var dv = FfAcc();
-        let nq = (max(range.y, range.x) - range.x + FF_BC - 1u) / FF_BC;
-        let lo = part * group * nq / kv_parts;
-        let hi = (part + 1u) * group * nq / kv_parts;
+        let q_end = select(0u, range.y, range.y > range.x);
         for (var g = 0u; g < group; g++) {
             let h = kvh * group + g;
             let bh = b * p.num_heads + h;
-            let first = clamp(lo, g * nq, g * nq + nq) - g * nq; // this head's query tiles
-            let last = clamp(hi, g * nq, g * nq + nq) - g * nq;
-            let q_end = min(range.y, range.x + last * FF_BC);
-            for (var q0 = range.x + first * FF_BC; q0 < q_end; q0 += FF_BC) {
+            let q_first = ffb_first_tile(range.x, g, part, kv_parts);
+            for (var q0 = q_first; q0 < q_end; q0 += kv_parts * FF_BC) {
                 let qs = ff_q_rows(FF_Q, b, h, q0, p.scale);
                 let dos = ff_q_rows(FF_DO, b, h, q0, 1.0);
                 // Scores as the forward's: softcapped before the mask, to the bit.

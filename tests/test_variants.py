@@ -218,17 +218,30 @@ def test_key_tiles_split_into_parts_where_they_are_too_few() -> None:
     assert fast.kv_parts(AttentionConfig(1, 16, 4096, 1, 64, num_kv_heads=1), big) == 128
     assert fast.kv_parts(AttentionConfig(1, 16, 64, 1, 64, num_kv_heads=1), big) == 2
     assert fast.kv_parts(AttentionConfig(1, 1, 64, 1, 64), big) == 1
-    # fewer dQ sums than key tiles, each sum's tiles in rounds: a part holds whole heads, the
-    # same in every tile, or two rounds' parts would add into the same dQ rows at once
+    # fewer dQ sums than key tiles, each sum's tiles in rounds: the sums' workgroups fill the
+    # GPU where they are enough (S = 4096, 16 heads: 16 sums, no parts) ...
+    assert fast.kv_parts(AttentionConfig(1, 16, 4096, 4096, 128), big) == 1
+    # ... and where they are capped (64 at most; here 256 would fill it) parts make up the
+    # rest, whatever the mask: a part takes the same aligned query tiles in every key tile
+    # (ffb_first_tile), so two rounds' parts never add into the same dQ rows at once
     mqa = AttentionConfig(1, 16, 8192, 8192, 64, num_kv_heads=1, causal=True)
-    assert fast.dq_slots(mqa, big) == 64 and fast.kv_parts(mqa, big) == 2  # 8 heads each
+    assert fast.dq_slots(mqa, big) == 64 and fast.kv_parts(mqa, big) == 4
     gqa3 = AttentionConfig(1, 3, 8192, 8192, 64, num_kv_heads=1, causal=True)
-    assert fast.dq_slots(gqa3, big) == 64 and fast.kv_parts(gqa3, big) == 1  # not 2
-    # 64 key tiles: a sum each on an H200, 4 parts of 1.5 heads; 21 sums fit lavapipe's
-    # binding, and 3 parts of 2 heads
+    assert fast.dq_slots(gqa3, big) == 64 and fast.kv_parts(gqa3, big) == 4
+    assert fast.kv_parts(replace(gqa3, causal=False), big) == 4
+    one = AttentionConfig(1, 1, 8192, 8192, 64)
+    assert fast.dq_slots(one, big) == 64 and fast.kv_parts(one, big) == 4
+    assert fast.kv_parts(replace(one, window_left=8000), big) == 4
+    # the sums' binding caps them at 7 (S = 32768, head_dim 128, 2 GiB): 3 parts fill 16
+    long = AttentionConfig(1, 16, 32768, 32768, 128)
+    cap = (1 << 31) - 4
+    assert fast.dq_slots(long, cap) == 7 and fast.kv_parts(long, cap) == 3
+    assert fast.kv_parts(replace(long, causal=True), cap) == 3
+    # 64 key tiles: a sum each on an H200, 4 parts; 21 sums fit lavapipe's binding, and
+    # 13 parts make up 256 workgroups
     gqa6 = AttentionConfig(1, 6, 4096, 4096, 64, num_kv_heads=1, causal=True)
     assert fast.kv_parts(gqa6, big) == 4
-    assert fast.dq_slots(gqa6, 1 << 27) == 21 and fast.kv_parts(gqa6, 1 << 27) == 3
+    assert fast.dq_slots(gqa6, 1 << 27) == 21 and fast.kv_parts(gqa6, 1 << 27) == 13
     # the copies of dK stay within one binding
     cfg = AttentionConfig(1, 16, 4096, 1, 64, num_kv_heads=1)
     assert fast.kv_parts(cfg, 64 * 4 * 10) == 10

@@ -246,7 +246,7 @@ CASES: tuple[Case, ...] = (
     # over thousands of keys (O, LSE and dQ sum them all).
     Case(64, 256, 64, num_heads=16, num_kv_heads=1, smoke=True),
     # ... and a key tile's 25 query tiles (5 heads x 5) over 3 parts (Variant.kv_parts),
-    # which the parts' bounds must share out whole: 8, 8 and 9
+    # interleaved: tile j of head g in part (g + j) % 3, 9, 8 and 8 of them
     Case(32, 300, 70, num_heads=5, num_kv_heads=1, smoke=True),
     Case(32, 384, 96, num_heads=8, num_kv_heads=2, causal=True),
     Case(64, 512, 1, num_heads=4, num_kv_heads=1, smoke=True),
@@ -278,6 +278,11 @@ CASES: tuple[Case, ...] = (
     # ... the left side unbounded (-1), the right 3 past the causal edge
     Case(32, 130, 300, bottom_right=True, window_right=3),
     Case(16, 77, 77, num_heads=2, num_kv_heads=2, window_left=0, window_right=0),
+    # ... over MQA's one key head, in the band layout with each key tile's work in 2 parts
+    # (Variant.kv_parts): parts take query tiles aligned on the sequence, and a key tile's
+    # range starts 30 rows into one (right 30), rows before it that the band's sums do not
+    # hold (fa2_fast_backward.wgsl, ffb_first_tile)
+    Case(16, 200, 300, num_heads=4, num_kv_heads=1, window_left=90, window_right=30, smoke=True),
     # ... with GQA and head_dim 62, in the fast backward's band layout, run twice: a second
     # case (after d18 and the band case with everything at once, below) for rows on 8-byte
     # boundaries read or added as whole vec4s (loads, Delta, dQ's and the band's sums), the

@@ -197,9 +197,11 @@ def _fast_key_pass(
     entry: str, slot: int, slots: int, cfg: AttentionConfig, part: int = 0, parts: int = 1
 ) -> int:
     """ffb_key_tiles of workgroup `slot` of `slots`, part `part` of `parts` of each key tile:
-    key tiles slot, 2 slots - 1 - slot, ...; of each, query tiles [lo, hi) of the group's
-    heads x query tiles, head-major (the round order's alternation is modelled as strict:
-    an upper bound of a few tiles either way)."""
+    key tiles slot, 2 slots - 1 - slot, ...; of each, for every head of the group, the query
+    tiles of the tile's range that are the part's (ffb_first_tile: every tile from the
+    range's start with one part; else aligned tiles, tile j of head g in part (g + j) %
+    parts). The round order's alternation is modelled as strict: an upper bound of a few
+    tiles either way."""
     chunks, passes, vk = _fast_shape(cfg.head_dim)
     scores, pv_q, pv_k, masked = _KEY_PASSES[entry]
     group = cfg.num_heads // cfg.kv_heads
@@ -209,17 +211,15 @@ def _fast_key_pass(
         if k0 >= cfg.seq_k:
             break
         qb, qe = query_range(k0, min(k0 + FAST_ROWS, cfg.seq_k) - 1, cfg)
-        nq = _cdiv(qe - qb, FAST_ROWS) if qe > qb else 0
-        lo, hi = part * group * nq // parts, (part + 1) * group * nq // parts
         for g in range(group):
-            first = min(max(lo, g * nq), g * nq + nq) - g * nq
-            last = min(max(hi, g * nq), g * nq + nq) - g * nq
+            j = qb // FAST_ROWS
+            first = qb if parts == 1 else (j + (part - g - j) % parts) * FAST_ROWS
             per_head = sum(
                 scores * _score_tile(chunks)
                 + pv_q * _pv_tile(cfg.seq_q - q0, passes, vk)
                 + pv_k * _pv_tile(cfg.seq_k - k0, passes, vk)
                 + 1
-                for q0 in range(qb + first * FAST_ROWS, min(qe, qb + last * FAST_ROWS), FAST_ROWS)
+                for q0 in range(first, qe if qe > qb else 0, parts * FAST_ROWS)
             )
             c += per_head + masked + 2
         c += masked + 3
@@ -236,7 +236,7 @@ def fast_counts(cfg: AttentionConfig, kv_parts: int | None = None) -> dict[str, 
         slots = chosen.dq_slots(cfg, LAVAPIPE_BINDING_CAP, band)
     except ConfigError:  # refused before any GPU work: nothing runs
         return {}
-    parts = kv_parts or chosen.kv_parts(cfg, LAVAPIPE_BINDING_CAP)
+    parts = kv_parts or chosen.kv_parts(cfg, LAVAPIPE_BINDING_CAP, band)
     if cfg.varlen:  # each workgroup walks its own sequence: the largest count of any
         out: dict[str, int] = {}
         for _, len_q, _, len_k in cfg.sequences():

@@ -315,24 +315,27 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast("dv-pass-off", FAST_BWD, "FfbParts(true, false)", "FfbParts(false, false)"),
     # A key tile's work split into parts (Variant.kv_parts): the last copy of dK and dV not
     # added, a part's column block taken as workgroup_id.x itself (past head_dim from part
-    # 1 on), a head's first query tile taken from the flat index without the head's offset,
-    # every part's dK and dV stored over copy 0, the parts counted from workgroups along x
-    # without dividing by the column blocks (head_dim > 128)
+    # 1 on), every part's dK and dV stored over copy 0, the parts counted from workgroups
+    # along x without dividing by the column blocks (head_dim > 128)
     _fast("kv-sum-last-part", FAST_BWD, "part < kv_parts; part++", "part + 1u < kv_parts; part++"),
-    # a part's last query tile divided before it is multiplied: where the parts do not divide
-    # a key tile's query tiles, the last part stops short of them
-    _fast(
-        "kv-parts-last-items",
-        FAST_BWD,
-        "let hi = (part + 1u) * group * nq / kv_parts;",
-        "let hi = (part + 1u) * (group * nq / kv_parts);",
-    ),
     _fast("kv-part-col-block", FAST_COMMON, "(wg.x % ff_col_blocks())", "wg.x"),
+    # ... a part's query tiles (ffb_first_tile): every tile from its first, not every P-th
+    # (the parts add the same tiles); the first one's offset not reduced modulo P (in u32 it
+    # wraps, and 2^32 is not a multiple of 3 parts: tiles skipped, others taken twice); the
+    # rows of an aligned tile before the key tile's range taken as in it (the band layout's
+    # sums hold none: its row index wraps)
+    _fast("kv-parts-stride", FAST_BWD, "q0 += kv_parts * FF_BC", "q0 += FF_BC"),
     _fast(
-        "kv-part-head-offset",
+        "kv-parts-skip-unreduced",
         FAST_BWD,
-        "let first = clamp(lo, g * nq, g * nq + nq) - g * nq;",
-        "let first = clamp(lo, g * nq, g * nq + nq);",
+        "(part + kv_parts - (g + j) % kv_parts) % kv_parts",
+        "(part + kv_parts - (g + j)) % kv_parts",
+    ),
+    _fast(
+        "kv-parts-before-range",
+        FAST_BWD,
+        """    let ok = (qr < vec4<u32>(ff_seq(b).len_q)) & (qr >= vec4<u32>(x));""",
+        """    let ok = qr < vec4<u32>(ff_seq(b).len_q);""",
     ),
     _fast("kv-copy-offset", FAST_BWD, " + part * ffb_kv_len();", ";"),
     _fast(
@@ -1005,9 +1008,10 @@ FIRST_CATCH: dict[str, str] = {
         ("fast-kv-sum-last-part", "fast-kv-part-col-block", "fast-kv-copy-offset"),
         "d64-sq256-sk64-mqa16x1",
     ),
-    "fast-kv-part-head-offset": "d59-sq113-sk203-gqa6x2-causal",
     "fast-kv-parts-count": "d256-sq77-sk130-gqa4x2-causal-br",
-    "fast-kv-parts-last-items": "d32-sq300-sk70-mqa5x1",
+    "fast-kv-parts-stride": "d64-sq256-sk64-mqa16x1",
+    "fast-kv-parts-skip-unreduced": "d32-sq300-sk70-mqa5x1",
+    "fast-kv-parts-before-range": "d16-sq200-sk300-mqa4x1-wl90-wr30",
     **dict.fromkeys(
         ("fast-split-alibi-rows", "fast-full-tile-keys-one-short"), "d256-sq130-sk127-h4-alibi"
     ),
