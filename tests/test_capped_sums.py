@@ -17,9 +17,9 @@ from tests.native_child import child_report
 CASES = [
     # one head: 16 query tiles in 2 parts of 8, the same in each of 3 rounds
     (Case(16, 1024, 320, num_heads=1, num_kv_heads=1), (2, 2, 0)),
-    # three heads over one KV head: 48 query tiles in 6 parts that cut heads in two
+    # three heads over one KV head: 48 query tiles in 6 parts of 8, each from every head
     (Case(16, 1024, 320, num_heads=3, num_kv_heads=1), (2, 6, 0)),
-    # causal (bottom-right, 704 keys before the first query's): a key tile's query range
+    # causal (bottom-right: the first 704 queries see no key): a key tile's query range
     # starts later in each round, and the parts still take the same aligned tiles
     (Case(16, 1024, 320, num_heads=3, num_kv_heads=1, causal=True, bottom_right=True), (2, 6, 0)),
     # a left window: the ranges' ends move too, and the sums are zeroed after each run

@@ -211,8 +211,8 @@ def _fast_key_pass(
         if k0 >= cfg.seq_k:
             break
         qb, qe = query_range(k0, min(k0 + FAST_ROWS, cfg.seq_k) - 1, cfg)
+        j = qb // FAST_ROWS  # the aligned tile holding the range's start
         for g in range(group):
-            j = qb // FAST_ROWS
             first = qb if parts == 1 else (j + (part - g - j) % parts) * FAST_ROWS
             per_head = sum(
                 scores * _score_tile(chunks)
