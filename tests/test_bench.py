@@ -212,3 +212,21 @@ def test_transport_cost_script_compares_bytes_and_base64() -> None:
     assert [r[1] for r in rows] == ["bytes", "base64"] * 2, out
     for r in rows:
         assert float(r[3]) >= float(r[5]) > 0, r
+
+
+def test_kv_parts_sweep_forces_each_count() -> None:
+    """scripts/kv_parts_sweep.py (docs/results-h200.md quotes it): each P runs, and only a
+    split key tile (P > 1) adds the pass that sums the copies of dK and dV."""
+    why = runtime("wgpu").missing()
+    if why:
+        pytest.skip(why)
+    script = [sys.executable, str(ROOT / "scripts/kv_parts_sweep.py"), "--parts", "1,2", "--"]
+    small = ["--runtime", "wgpu", "--variant", "fast", "--seq", "64", "--heads", "2"]
+    small += ["--head-dim", "8", "--causal", "no", "--runs", "1", "--warmup", "0"]
+    small += ["--no-torch", "--plot=", "--numpy-max-seq", "0"]
+    out = subprocess.run(
+        [*script, *small], capture_output=True, text=True, timeout=300, check=True, cwd=ROOT
+    ).stdout
+    passes = {ln.split()[0]: ln for ln in out.splitlines() if " #   fa2f_fwd" in ln}
+    assert set(passes) == {"P=1", "P=2"}, out
+    assert "fa2f_bwd_kv_sum" not in passes["P=1"] and "fa2f_bwd_kv_sum" in passes["P=2"], out

@@ -232,16 +232,19 @@ def test_key_tiles_split_into_parts_where_they_are_too_few() -> None:
     one = AttentionConfig(1, 1, 8192, 8192, 64)
     assert fast.dq_slots(one, big) == 64 and fast.kv_parts(one, big) == 4
     assert fast.kv_parts(replace(one, window_left=8000), big) == 4
-    # the sums' binding caps them at 7 (S = 32768, head_dim 128, 2 GiB): 3 parts fill 16
+    # the sums' binding caps them at 7 (S = 32768, head_dim 128, 2 GiB): 2 parts make 14 of
+    # the 16 wanted (3 would make 21: a second, thin wave of workgroups on a 132-SM GPU)
     long = AttentionConfig(1, 16, 32768, 32768, 128)
     cap = (1 << 31) - 4
-    assert fast.dq_slots(long, cap) == 7 and fast.kv_parts(long, cap) == 3
-    assert fast.kv_parts(replace(long, causal=True), cap) == 3
+    assert fast.dq_slots(long, cap) == 7 and fast.kv_parts(long, cap) == 2
+    assert fast.kv_parts(replace(long, causal=True), cap) == 2
+    # ... and 15 sums at S = 16384: no parts (2 would make 30)
+    assert fast.kv_parts(replace(long, seq_q=16384, seq_k=16384), cap) == 1
     # 64 key tiles: a sum each on an H200, 4 parts; 21 sums fit lavapipe's binding, and
-    # 13 parts make up 256 workgroups
+    # 12 parts make 252 of the 256 workgroups
     gqa6 = AttentionConfig(1, 6, 4096, 4096, 64, num_kv_heads=1, causal=True)
     assert fast.kv_parts(gqa6, big) == 4
-    assert fast.dq_slots(gqa6, 1 << 27) == 21 and fast.kv_parts(gqa6, 1 << 27) == 13
+    assert fast.dq_slots(gqa6, 1 << 27) == 21 and fast.kv_parts(gqa6, 1 << 27) == 12
     # the copies of dK stay within one binding
     cfg = AttentionConfig(1, 16, 4096, 1, 64, num_kv_heads=1)
     assert fast.kv_parts(cfg, 64 * 4 * 10) == 10
