@@ -471,18 +471,20 @@ class Variant:
     def kv_parts(self, cfg: AttentionConfig, cap_bytes: int, band_rows: int = 0) -> int:
         """How many parts each key tile's work is split into (1: none; see Kernel.key_parts):
         where the key-tile workgroups alone would not fill a large GPU (PARTIAL_DQ_WORKGROUPS
-        over batch x kv_heads, as dq_slots), as many parts as keep them within it (one wave:
-        a thin second one cost more than the first's empty slots, at S = 32768 on an H100,
-        docs/results-h200.md), with KV_PART_MIN_TILES query tiles per part on average at
-        least, within one binding of cap_bytes for the copies of dK. Those workgroups are
-        one per key tile, or one per partial sum of dQ where the sums are fewer than the
-        tiles (dq_slots; band_rows as there): the sums' binding caps them at long sequences
-        (7 at S = 32768, head_dim 128, 16 heads on an H200, where 16 fill it: 2 parts). A
-        tile's parts add into its dQ sum on rows no other part of it touches. With fewer
-        sums than tiles a sum takes several tiles in rounds, and its workgroups (one per
-        part) reach them at different times, so the parts hold the same rows in every tile:
-        query tiles aligned on the sequence, interleaved (ffb_first_tile in
-        fa2_fast_backward.wgsl), whatever the mask."""
+        over batch x kv_heads, as dq_slots), the count that brings them nearest to it. On an
+        H100, in five shapes, the backward took 6-41 % less time with that count than with
+        the other neighbour of 256 / workgroups (floor or ceiling): a thin second wave past
+        two workgroups per SM costs more than empty slots in the one wave, and a wave half
+        empty more than a thin second one (docs/results-h200.md). At least KV_PART_MIN_TILES
+        query tiles per part on average, within one binding of cap_bytes for the copies of
+        dK. Those workgroups are one per key tile, or one per partial sum of dQ where the
+        sums are fewer than the tiles (dq_slots; band_rows as there): the sums' binding caps
+        them at long sequences (7 at S = 32768, head_dim 128, 16 heads on an H200, where 16
+        fill it: 2 parts). A tile's parts add into its dQ sum on rows no other part of it
+        touches. With fewer sums than tiles a sum takes several tiles in rounds, and its
+        workgroups (one per part) reach them at different times, so the parts hold the same
+        rows in every tile: query tiles aligned on the sequence, interleaved (ffb_first_tile
+        in fa2_fast_backward.wgsl), whatever the mask."""
         split = [k for k in self.backward if k.key_parts]
         if not split:
             return 1
@@ -493,7 +495,9 @@ class Variant:
         fit = cap_bytes // (F32_BYTES * whole_vec4s(buffer_sizes(cfg, ("dk",))["dk"]))
         slots = self._slots_or_zero(cfg, cap_bytes, band_rows) if self.partial_dq else 0
         rounds = 0 < slots < tiles
-        return max(1, min(want // (slots if rounds else tiles), items // KV_PART_MIN_TILES, fit))
+        units = slots if rounds else tiles
+        nearest = (2 * want + units) // (2 * units)  # want / units, rounded
+        return max(1, min(nearest, items // KV_PART_MIN_TILES, fit))
 
     def _slots_or_zero(self, cfg: AttentionConfig, cap_bytes: int, band_rows: int = 0) -> int:
         """dq_slots, or 0 where it refuses the case (Split.of asks it first, and raises)."""

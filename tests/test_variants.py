@@ -214,6 +214,10 @@ def test_key_tiles_split_into_parts_where_they_are_too_few() -> None:
     assert VARIANTS["seed"].kv_parts(AttentionConfig(1, 16, 4096, 1, 64), big) == 1
     # cross-attention's short K: 2 key tiles x 16 heads, 8 parts each fill 256 workgroups
     assert fast.kv_parts(AttentionConfig(1, 16, 4096, 128, 128), big) == 8
+    # the count whose workgroups come nearest to 256: 9 tiles x 16 heads, 2 parts (288, not
+    # 144); 60 tiles of MQA, 4 (240, not 300)
+    assert fast.kv_parts(AttentionConfig(1, 16, 4096, 576, 64), big) == 2
+    assert fast.kv_parts(AttentionConfig(1, 16, 4096, 3840, 64, num_kv_heads=1), big) == 4
     # one key of MQA: 16 heads x 64 query tiles, at least KV_PART_MIN_TILES of them a part
     assert fast.kv_parts(AttentionConfig(1, 16, 4096, 1, 64, num_kv_heads=1), big) == 128
     assert fast.kv_parts(AttentionConfig(1, 16, 64, 1, 64, num_kv_heads=1), big) == 2
@@ -233,7 +237,7 @@ def test_key_tiles_split_into_parts_where_they_are_too_few() -> None:
     assert fast.dq_slots(one, big) == 64 and fast.kv_parts(one, big) == 4
     assert fast.kv_parts(replace(one, window_left=8000), big) == 4
     # the sums' binding caps them at 7 (S = 32768, head_dim 128, 2 GiB): 2 parts make 14 of
-    # the 16 wanted (3 would make 21: a second, thin wave of workgroups on a 132-SM GPU)
+    # the 16 wanted (3 would make 21)
     long = AttentionConfig(1, 16, 32768, 32768, 128)
     cap = (1 << 31) - 4
     assert fast.dq_slots(long, cap) == 7 and fast.kv_parts(long, cap) == 2
