@@ -472,10 +472,11 @@ class Variant:
         """How many parts each key tile's work is split into (1: none; see Kernel.key_parts):
         where the key-tile workgroups alone would not fill a large GPU (PARTIAL_DQ_WORKGROUPS
         over batch x kv_heads, as dq_slots), the count that brings them nearest to it. On an
-        H100, in five shapes, the backward took 6-41 % less time with that count than with
-        the other neighbour of 256 / workgroups (floor or ceiling): a thin second wave past
-        two workgroups per SM costs more than empty slots in the one wave, and a wave half
-        empty more than a thin second one (docs/results-h200.md). At least KV_PART_MIN_TILES
+        H100 the backward took 6-29 % less time with that count than with the other
+        neighbour of 256 / workgroups (floor or ceiling) in four shapes, and within 1 % of
+        it in two more: a thin second wave past two workgroups per SM costs more than empty
+        slots in the one wave, and a wave half empty more than a thin second one
+        (docs/results-h200.md). At least KV_PART_MIN_TILES
         query tiles per part on average, within one binding of cap_bytes for the copies of
         dK. Those workgroups are one per key tile, or one per partial sum of dQ where the
         sums are fewer than the tiles (dq_slots; band_rows as there): the sums' binding caps
