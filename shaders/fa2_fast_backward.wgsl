@@ -211,12 +211,12 @@ fn ffb_add1(e: u32, x: f32, store: bool) {
 }
 // Key tile kt's part of dQ rows qr, columns c0 + 4 tx .. + 3: m (column i: row qr[i]),
 // added into partial sum `slot`, or stored where `store` (the band layout: the tile's own
-// sum; x: the start of its query range).
+// sum; range: its query range [x, end), end <= the sequence's length).
 fn ffb_add_rows(
     t: vec2<u32>,
     slot: u32,
     kt: u32,
-    x: u32,
+    range: vec2<u32>,
     b: u32,
     h: u32,
     qr: vec4<u32>,
@@ -227,11 +227,16 @@ fn ffb_add_rows(
     let p = fa2_params;
     let c = c0 + t.x * 4u;
     if (c >= p.head_dim) { return; }
-    let ok = (qr < vec4<u32>(ff_seq(b).len_q)) & (qr >= vec4<u32>(x));
-    // A row past the sequence's end is read as its last row of this sum (which only this
-    // workgroup writes) and not stored; one before the range's start x (an aligned tile's,
-    // ffb_first_tile), which sees none of the tile's keys, as the range's first.
-    let q = clamp(qr, vec4<u32>(x), vec4<u32>(ff_seq(b).len_q - 1u));
+    let x = range.x;
+    // Only the range's rows: an aligned tile (ffb_first_tile) reaches up to 63 rows before
+    // it and after it, which see none of the tile's keys. In the band layout a row after
+    // the range lies past the tile's dq_band_rows, in another head's or tile's sum: its
+    // zeros, stored there, raced with that sum's own rows (on an H100; and on every
+    // device where the next sequence's first tile follows in the scratch and runs first).
+    let ok = (qr < vec4<u32>(range.y)) & (qr >= vec4<u32>(x));
+    // A row outside the range is read as a row in it of this sum (which only this
+    // workgroup writes) and not stored.
+    let q = clamp(qr, vec4<u32>(x), vec4<u32>(max(range.y, x + 1u) - 1u));
     let e = vec4<u32>(
         ffb_dq_row(slot, kt, x, b, h, q.x),
         ffb_dq_row(slot, kt, x, b, h, q.y),
@@ -278,13 +283,13 @@ fn ffb_add_floats(e: u32, c: u32, v: vec4<f32>, store: bool) {
 // a half at a time, but reads the key rows once, not twice (6 % faster dK/dQ pass on the
 // H200). Each half is then added on its own: both halves' loads at once made that pass
 // 12 % slower (32 more live floats).
-// (Key tile kt, whose query range starts at x, into partial sum `slot`: ffb_add_rows.)
+// (Key tile kt, whose query range is `range`, into partial sum `slot`: ffb_add_rows.)
 fn ffb_dq_tile(
     lid: u32,
     t: vec2<u32>,
     slot: u32,
     kt: u32,
-    x: u32,
+    range: vec2<u32>,
     b: u32,
     h: u32,
     q0: u32,
@@ -293,8 +298,8 @@ fn ffb_dq_tile(
 ) {
     let qr = q0 + t.y + FF_COLS;
     let dq = ff_pv_tile(lid, t, FfAcc(), ks, 3u);
-    ffb_add_rows(t, slot, kt, x, b, h, qr, ff_col0, dq.lo, store);
-    if (FF_NCOL > 1u) { ffb_add_rows(t, slot, kt, x, b, h, qr, ff_col0 + 64u, dq.hi, store); }
+    ffb_add_rows(t, slot, kt, range, b, h, qr, ff_col0, dq.lo, store);
+    if (FF_NCOL > 1u) { ffb_add_rows(t, slot, kt, range, b, h, qr, ff_col0 + 64u, dq.hi, store); }
 }
 fn ffb_store_kv(
     t: vec2<u32>,
@@ -439,7 +444,7 @@ fn ffb_key_tiles(lix: u32, wg: vec3<u32>, nwg: vec3<u32>, parts: FfbParts) {
                     // stored, not added: the band layout's own sums, or a first round
                     // that reaches every row (ffb_first_round_covers)
                     let store = p.dq_band_rows > 0u || (round == 0u && ffb_first_round_covers(b));
-                    ffb_dq_tile(lid, t, slot, kt, range.x, b, h, q0, ks, store);
+                    ffb_dq_tile(lid, t, slot, kt, range, b, h, q0, ks, store);
                 }
             }
         }

@@ -283,6 +283,21 @@ CASES: tuple[Case, ...] = (
     # range starts 30 rows into one (right 30), rows before it that the band's sums do not
     # hold (fa2_fast_backward.wgsl, ffb_first_tile)
     Case(16, 200, 300, num_heads=4, num_kv_heads=1, window_left=90, window_right=30, smoke=True),
+    # ... and past the range's end: an aligned tile's rows after it lie past the band's 128
+    # rows of sequence 0's last key tile, on the first tile's rows of sequence 1, which runs
+    # before it (126 keys: the two sequences' tiles adjacent in the scratch). Found on an
+    # H100 by `explore` (varlen); there the rows of the next head or tile raced as well.
+    Case(
+        16,
+        202,
+        126,
+        batch=2,
+        num_heads=4,
+        num_kv_heads=1,
+        window_left=6,
+        window_right=39,
+        smoke=True,
+    ),
     # ... with GQA and head_dim 62, in the fast backward's band layout, run twice: a second
     # case (after d18 and the band case with everything at once, below) for rows on 8-byte
     # boundaries read or added as whole vec4s (loads, Delta, dQ's and the band's sums), the

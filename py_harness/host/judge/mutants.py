@@ -334,8 +334,15 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "kv-parts-before-range",
         FAST_BWD,
-        """    let ok = (qr < vec4<u32>(ff_seq(b).len_q)) & (qr >= vec4<u32>(x));""",
-        """    let ok = qr < vec4<u32>(ff_seq(b).len_q);""",
+        """    let ok = (qr < vec4<u32>(range.y)) & (qr >= vec4<u32>(x));""",
+        """    let ok = qr < vec4<u32>(range.y);""",
+    ),
+    # ... and those after it stored as well (zeros, past the band's rows of the tile)
+    _fast(
+        "kv-parts-past-range",
+        FAST_BWD,
+        "let ok = (qr < vec4<u32>(range.y))",
+        "let ok = (qr < vec4<u32>(ff_seq(b).len_q))",
     ),
     _fast("kv-copy-offset", FAST_BWD, " + part * ffb_kv_len();", ";"),
     _fast(
@@ -354,8 +361,8 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast(
         "dq-col-block-add",
         FAST_BWD,
-        "(t, slot, kt, x, b, h, qr, ff_col0, dq.lo, store)",
-        "(t, slot, kt, x, b, h, qr, 0u, dq.lo, store)",
+        "(t, slot, kt, range, b, h, qr, ff_col0, dq.lo, store)",
+        "(t, slot, kt, range, b, h, qr, 0u, dq.lo, store)",
     ),
     _fast(
         "rows-col-block",
@@ -1012,6 +1019,7 @@ FIRST_CATCH: dict[str, str] = {
     "fast-kv-parts-stride": "d64-sq256-sk64-mqa16x1",
     "fast-kv-parts-skip-unreduced": "d32-sq300-sk70-mqa5x1",
     "fast-kv-parts-before-range": "d16-sq200-sk300-mqa4x1-wl90-wr30",
+    "fast-kv-parts-past-range": "d16-sq202-sk126-b2-mqa4x1-wl6-wr39",
     **dict.fromkeys(
         ("fast-split-alibi-rows", "fast-full-tile-keys-one-short"), "d256-sq130-sk127-h4-alibi"
     ),
