@@ -469,23 +469,23 @@ class Variant:
         return rows if band * F32_BYTES <= cap_bytes else 0
 
     def kv_parts(self, cfg: AttentionConfig, cap_bytes: int, band_rows: int = 0) -> int:
-        """How many parts each key tile's work is split into (1: none; see Kernel.key_parts):
-        where the key-tile workgroups alone would not fill a large GPU (PARTIAL_DQ_WORKGROUPS
-        over batch x kv_heads, as dq_slots), the count that brings them nearest to it. On an
-        H100 the backward took 6-29 % less time with that count than with the other
-        neighbour of 256 / workgroups (floor or ceiling) in four shapes, and within 1 % of
-        it in two more: a thin second wave past two workgroups per SM costs more than empty
-        slots in the one wave, and a wave half empty more than a thin second one
-        (docs/results-h200.md). At least KV_PART_MIN_TILES
-        query tiles per part on average, within one binding of cap_bytes for the copies of
-        dK. Those workgroups are one per key tile, or one per partial sum of dQ where the
-        sums are fewer than the tiles (dq_slots; band_rows as there): the sums' binding caps
-        them at long sequences (7 at S = 32768, head_dim 128, 16 heads on an H200, where 16
-        fill it: 2 parts). A tile's parts add into its dQ sum on rows no other part of it
-        touches. With fewer sums than tiles a sum takes several tiles in rounds, and its
-        workgroups (one per part) reach them at different times, so the parts hold the same
-        rows in every tile: query tiles aligned on the sequence, interleaved (ffb_first_tile
-        in fa2_fast_backward.wgsl), whatever the mask."""
+        """How many parts each key tile's work is split into (1: none; see
+        Kernel.key_parts): where the key-tile workgroups alone would not fill a large GPU
+        (PARTIAL_DQ_WORKGROUPS over batch x kv_heads, as dq_slots), the count that brings
+        them nearest to it. On an H100 the backward took 6-29 % less time with that count
+        than with the other neighbour of 256 / workgroups (floor or ceiling) in four shapes,
+        and within 1 % of it in two more: a thin second wave past two workgroups per SM
+        costs more than empty slots in the one wave, and a wave half empty more than a thin
+        second one (docs/results-h200.md). At least KV_PART_MIN_TILES query tiles per part
+        on average, within one binding of cap_bytes for the copies of dK. Those workgroups
+        are one per key tile, or one per partial sum of dQ where the sums are fewer than the
+        tiles (dq_slots; band_rows as there): the sums' binding caps them at long sequences
+        (7 at S = 32768, head_dim 128, 16 heads on an H200, where 16 fill it: 2 parts). A
+        tile's parts add into its dQ sum on rows no other part of it touches. With fewer
+        sums than tiles a sum takes several tiles in rounds, and its workgroups (one per
+        part) reach them at different times, so the parts hold the same rows in every tile:
+        query tiles aligned on the sequence, interleaved (ffb_first_tile in
+        fa2_fast_backward.wgsl), whatever the mask."""
         split = [k for k in self.backward if k.key_parts]
         if not split:
             return 1

@@ -48,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             proc = subprocess.run(
                 [sys.executable, "-c", CHILD, str(p), *bench], capture_output=True, text=True
             )
-            lines = [ln for ln in proc.stdout.splitlines() if not ln.startswith("# results")]
-            for line in lines:
+            for line in proc.stdout.splitlines():
                 if line.startswith(("fast", "seed", "#   fa2")):
                     print(f"P={p} {line}", flush=True)
             if proc.returncode:
