@@ -32,7 +32,7 @@ def main() -> None:
         print(f"{'case':<38} draw output  blas32-alone  both  seq/blas")
         for case in map(by_id, args.case):
             cfg = case.config()
-            factors = compare.OVERFLOW_FACTORS if case.large_logits else compare.FACTORS
+            factors = compare.OVERFLOW_FACTORS if case.large_scores else compare.FACTORS
             for draw in range(args.draws):
                 x = make_inputs(case, draw)
                 got = run_on(session, cfg, x, variant=args.variant)["arrays"]

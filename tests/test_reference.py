@@ -12,7 +12,9 @@ import math
 import numpy as np
 import pytest
 
+from py_harness.host.judge import cases as matrix
 from py_harness.host.judge.dropout import dropout_multiplier
+from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.judge.reference import (
     EMPTY_LSE,
     attention_bwd_ref,
@@ -305,3 +307,24 @@ def test_visible_mask_and_mask_broadcasting():
             np.testing.assert_array_equal(x, y)
     with pytest.raises(ValueError):
         attention_ref(q, k, v, mask=m[None])
+
+
+def test_shifted_scores_leave_softmax_and_gradients_and_pass_exps_range():
+    """Case.shifted_scores: rows whose max lies past exp's float32 range both ways, and the
+    float64 reference the same as without the shift, but for the LSE, which moves by it."""
+    shifted = next(c for c in matrix.CASES if c.shifted_scores)
+    x = make_inputs(shifted)
+    # Less any vector common to every key (here their mean, the shift's vector with it),
+    # each row's scores move by one amount: softmax, O and the gradients stay
+    x0 = {**x, "k": x["k"] - x["k"].mean(axis=(0, 1, 2))}
+    cfg = shifted.config()
+    kw = {"causal": cfg.causal, "scale": cfg.softmax_scale}
+    o, lse = attention_ref(x["q"], x["k"], x["v"], **kw)
+    o0, lse0 = attention_ref(x0["q"], x0["k"], x0["v"], **kw)
+    shift = lse - lse0
+    assert (shift > 88.8).any() and (shift < -88.8).any(), (shift.min(), shift.max())
+    np.testing.assert_allclose(o, o0, rtol=0, atol=1e-9)
+    grads = attention_bwd_ref(x["q"], x["k"], x["v"], o, x["d_out"], **kw)
+    grads0 = attention_bwd_ref(x0["q"], x0["k"], x0["v"], o0, x0["d_out"], **kw)
+    for g, g0 in zip(grads, grads0, strict=True):
+        np.testing.assert_allclose(g, g0, rtol=0, atol=1e-9 * np.abs(g0).max())

@@ -19,6 +19,10 @@ from .cases import Case
 from .dropout import dropout_multiplier
 from .verdict import judge_outputs
 
+# Case.shifted_scores: the rms of each row's shift. Past 88.7 (where float32's exp
+# overflows, and below -87.3 where it underflows to 0) for 55 % of rows.
+SCORE_SHIFT_RMS = 150.0
+
 
 @dataclass
 class CaseResult:
@@ -68,6 +72,12 @@ def make_inputs(case: Case, draw: int = 0) -> dict[str, np.ndarray]:
         x["q"] *= np.float32(5)
         x["k"] *= np.float32(3)
         x["v"] *= np.float32(3)
+    if case.shifted_scores:
+        # One vector added to every key shifts row i's scores by scale * q_i . c, a normal
+        # draw of SCORE_SHIFT_RMS per row: most rows lie wholly above 88.7 or below -88.7
+        c = rng.standard_normal(cfg.head_dim)
+        c *= SCORE_SHIFT_RMS / (cfg.softmax_scale * np.linalg.norm(c))
+        x["k"] += c.astype(np.float32)
     if cfg.mask_shape is not None:
         x["mask"] = _make_mask(case, cfg, rng)
     if cfg.alibi_shape is not None:
@@ -106,7 +116,7 @@ def judge_case(
     run_case's reply with the outputs decoded into reply["arrays"] (decode_outputs)."""
     cfg = case.config()
     got = reply["arrays"]
-    reports, _ = judge_outputs(cfg, x, got, large_logits=case.large_logits, reuse=True)
+    reports, _ = judge_outputs(cfg, x, got, large_logits=case.large_scores, reuse=True)
     checks: dict[str, tuple[bool, str]] = {}
     if case.repeat_backward:
         d = reply.get("backward_digests", [])

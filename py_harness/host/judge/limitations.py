@@ -86,7 +86,7 @@ def coverage(
 
 
 def case_coverage(variant: str, adapter: str, case: Case) -> Coverage | None:
-    return coverage(variant, adapter, case.config(), large_logits=case.large_logits)
+    return coverage(variant, adapter, case.config(), large_logits=case.large_scores)
 
 
 # ---- the seed's own flaw: its dK/dV pass scales K, its LSE came from a scaled Q ----------

@@ -249,6 +249,8 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     _fast("no-delta", FAST_BWD, "vec2<f32>((acc.x + acc.y) + (acc.z + acc.w),", "vec2<f32>(0.0,"),
     _fast("row-stats", FAST_BWD, "ffb_stat(b, h, qc.y)", "ffb_stat(b, h, qc.x)"),
     _fast("fwd-lse-off", FAST_FWD, "m + log(lt)", "m + log(lt + 1.0e-3)"),
+    # the LSE as log(exp(m) l): the same value until a row's max passes exp's float32 range
+    _fast("fwd-lse-exp-of-max", FAST_FWD, "m + log(lt)", "log(exp(m) * lt)"),
     # the second half of head_dim (> 64): not rescaled, or the first half stored twice
     _fast("fwd-no-rescale-hi", FAST_FWD, "o.hi[0] * corr.x,", "o.hi[0],"),
     _fast("dkdv-store-hi", FAST_BWD, "(base, c + 64u, dv_hi);", "(base, c + 64u, dv_lo);"),
@@ -809,6 +811,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "delta4 = delta4;",
     ),
     Mutant("fwd-lse-off", FORWARD_FILE, "lse = m + log(l);", "lse = m + log(l + 1.0e-3);"),
+    Mutant("fwd-lse-exp-of-max", FORWARD_FILE, "lse = m + log(l);", "lse = log(exp(m) * l);"),
     Mutant(
         "fwd-no-rescale",
         FORWARD_FILE,
@@ -948,6 +951,7 @@ VARLEN_CAUSAL = "d59-vq77.0.130.1.130-vk130.5.0.64.64-gqa6x2-causal"
 ALIBI_HEAD = "d64-sq113-sk203-b2-h4-br-alibi"
 # The smoke case with a wide asymmetric window and an odd head_dim (dQ's sums zeroed).
 WIDE_WINDOW = "d31-sq130-sk300-h4-br-wl200-wr3"
+SHIFTED = "d64-sq40-sk77-gqa4x2-causal-shift"  # rows past exp's float32 range
 # The smoke case that first caught each mutant (measured with wgpu-py on lavapipe).
 # tests/test_planted_bugs.py tries it first and then every other smoke case, so this
 # only orders the search (each mutant recompiles pipelines; SwiftShader compiles slowly).
@@ -967,6 +971,7 @@ FIRST_CATCH: dict[str, str] = {
     "bwd-dq-dropout-transposed": "d64-sq128-sk217-h4-drop0.17",
     "bwd-no-delta": "d64-sq128-sk128-b2-h4",
     "fwd-lse-off": "d64-sq128-sk128-b2-h4",
+    **dict.fromkeys(("fwd-lse-exp-of-max", "fast-fwd-lse-exp-of-max"), SHIFTED),
     "fwd-no-rescale": "d64-sq128-sk128-b2-h4",
     "fast-fwd-missing-scale": "d64-sq128-sk128-b2-h4",
     "fast-dq-missing-scale": "d64-sq128-sk128-b2-h4",

@@ -56,7 +56,9 @@ def random_case(
         except ConfigError:
             continue
         if work(cfg) <= max_work and refusal(cfg) is None:
-            return case
+            # Drawn apart, so that the draws made before this axis existed stay the same
+            shift = _maybe(np.random.default_rng((seed, index, 1)), 0.1)
+            return dataclasses.replace(case, shifted_scores=shift)
     raise ValueError(
         f"--max-work / --max-len: no case in {ATTEMPTS} draws that the variant runs within "
         f"{max_work} (batch x heads x Sq x Sk x max(head_dim, 32)) and {max_len} rows"
