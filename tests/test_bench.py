@@ -237,3 +237,26 @@ def test_kv_parts_sweep_forces_the_count() -> None:
     passes = [ln for ln in out.splitlines() if ln.startswith("P=1 #   fa2f_fwd")]
     assert len(passes) == 1 and "fa2f_bwd_dq_sum" in passes[0], out
     assert "fa2f_bwd_kv_sum" not in passes[0], out
+
+
+def test_verify_with_shifted_logits_catches_an_lse_that_overflows(tmp_path: Path) -> None:
+    """--logits shifted draws the matrix's `shift` inputs (rows past exp's float32 range):
+    the seed's kernels pass it, and fail it with their LSE taken as log(exp(m) l)."""
+    from py_harness.host.judge.mutants import MUTANTS
+    from py_harness.host.tools.bench import main
+
+    if runtime("wgpu").missing():
+        pytest.skip(runtime("wgpu").missing())
+    [bug] = [m for m in MUTANTS if m.name == "fwd-lse-exp-of-max"]
+    shaders = tmp_path / "shaders"
+    shaders.mkdir()
+    for name, text in bug.apply(shader_sources()).items():
+        (shaders / name).write_text(text)
+    argv = ["--seq", "100", "--head-dim", "64", "--heads", "2", "--causal", "yes", "--runs"]
+    argv += ["1", "--warmup", "0", "--no-torch", "--plot=", "--variant", "seed", "--verify"]
+    argv += ["--runtime", "wgpu", "--logits", "shifted", "--json", str(tmp_path / "b.json")]
+    assert own_thread(main, argv) == 0
+    assert own_thread(main, [*argv, "--shaders", str(shaders)]) == 1
+    doc = json.loads((tmp_path / "b.json").read_text())
+    [lse] = [r for r in doc["verify"][0]["reports"] if r.startswith("lse")]
+    assert "FAIL" in lse and "inf" in lse, lse

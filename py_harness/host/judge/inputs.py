@@ -68,22 +68,35 @@ def make_inputs(case: Case, draw: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(key if draw == 0 else (key, draw))
     shapes = cfg.shapes()
     x = {n: rng.standard_normal(shapes[n], dtype=np.float32) for n in ("q", "k", "v", "d_out")}
-    if case.large_logits:
-        x["q"] *= np.float32(5)
-        x["k"] *= np.float32(3)
-        x["v"] *= np.float32(3)
-    if case.shifted_scores:
-        # One vector added to every key shifts row i's scores by scale * q_i . c, a normal
-        # draw of SCORE_SHIFT_RMS per row: most rows lie wholly above 88.7 or below -88.7
-        c = rng.standard_normal(cfg.head_dim)
-        c *= SCORE_SHIFT_RMS / (cfg.softmax_scale * np.linalg.norm(c))
-        x["k"] += c.astype(np.float32)
+    scale_logits(x, cfg, rng, large=case.large_logits, shifted=case.shifted_scores)
     if cfg.mask_shape is not None:
         x["mask"] = _make_mask(case, cfg, rng)
     if cfg.alibi_shape is not None:
         # FlashAttention-2's test draw: uniform in [0, 0.3)
         x["alibi_slopes"] = rng.random(cfg.alibi_shape, dtype=np.float32) * np.float32(0.3)
     return x
+
+
+def scale_logits(
+    x: dict[str, np.ndarray],
+    cfg: AttentionConfig,
+    rng: np.random.Generator,
+    *,
+    large: bool = False,
+    shifted: bool = False,
+) -> None:
+    """Make x's scores large, in place. large: FlashAttention's overflow test (q x 5, k and
+    v x 3: logits of tens). shifted: one vector added to every key, so that row i's scores
+    move by scale * q_i . c, a normal draw of SCORE_SHIFT_RMS per row; most rows then lie
+    wholly above 88.7 or below -88.7, and softmax does not change."""
+    if large:
+        x["q"] *= np.float32(5)
+        x["k"] *= np.float32(3)
+        x["v"] *= np.float32(3)
+    if shifted:
+        c = rng.standard_normal(cfg.head_dim)
+        c *= SCORE_SHIFT_RMS / (cfg.softmax_scale * np.linalg.norm(c))
+        x["k"] += c.astype(np.float32)
 
 
 def _make_mask(case: Case, cfg: AttentionConfig, rng: np.random.Generator) -> np.ndarray:

@@ -31,6 +31,7 @@ from ..paths import SHADER_DIR, output_dir, shader_sources
 from ..runtimes.registry import RUNTIMES, runtime
 from ..runtimes.sessions import Session
 from .bench_impls import (
+    LOGITS,
     Row,
     bench_numpy,
     bench_torch,
@@ -208,7 +209,7 @@ def _run(session: Session, args: argparse.Namespace) -> int:
 
 def _measure(session, cfg, variants, torch, tdev, args, skipped) -> tuple[list[Row], Row | None]:
     """Rows for one size: torch (first: the others' ratios need it), NumPy, the variants."""
-    x = make_inputs(cfg)
+    x = make_inputs(cfg, logits=args.logits)
     rows: list[Row] = []
     torch_row = None
     if torch is not None and not cfg.varlen:  # SDPA has no variable-length batches
@@ -262,7 +263,7 @@ def _discarded_first(session, variants, seqs, dims, causals, heads, args) -> Non
         return
     cfg = _config(args, heads, min(seqs), min(dims), causals[0])
     try:
-        bench_variant(session, variants[0], cfg, make_inputs(cfg), args)
+        bench_variant(session, variants[0], cfg, make_inputs(cfg, logits=args.logits), args)
     except Exception as exc:  # the table's own run reports it
         print(f"# discarded first measurement failed: {type(exc).__name__}: {exc}")
 
@@ -273,7 +274,9 @@ def _verify(session, variants, seq, dims, causals, heads, args) -> list[dict]:
         for d in dims:
             for causal in causals:
                 cfg = _config(args, heads, seq, d, causal)
-                res = verify_variant(session, v, cfg, make_inputs(cfg, seed=1), args.shaders)
+                x = make_inputs(cfg, seed=1, logits=args.logits)
+                large = args.logits != "normal"
+                res = verify_variant(session, v, cfg, x, args.shaders, large_logits=large)
                 out.append(res)
                 verdict = "PASS" if res["passed"] else "FAIL"
                 print(f"# verify {v.name} seq {seq} D {d} causal {causal}: {verdict}")
@@ -387,6 +390,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=("none", "head", "batch"),
         default="none",
         help="ALiBi slopes: one per head, or per batch element and head (default: none)",
+    )
+    ap.add_argument(
+        "--logits",
+        choices=LOGITS,
+        default="normal",
+        help="big: FlashAttention's overflow test (q x 5, k and v x 3); shifted: each row's "
+        "scores moved by about +-150, past exp's float32 range (the matrix's `shift` cases)",
     )
     ap.add_argument("--no-torch", action="store_true", help="skip torch even if installed")
     ap.add_argument(

@@ -20,6 +20,7 @@ from ...config import AttentionConfig
 from ...kernels import Variant
 from ...timing import TimingPlan
 from ..judge import reference
+from ..judge.inputs import scale_logits
 from ..judge.verdict import judge_outputs
 from ..paths import SHADER_DIR, shader_sources
 from ..runtimes.sessions import Session
@@ -47,10 +48,17 @@ def flops(cfg: AttentionConfig) -> tuple[float, float]:
     return f, 2.5 * f
 
 
-def make_inputs(cfg: AttentionConfig, seed: int = 0) -> dict[str, np.ndarray]:
+# --logits: the matrix's large-score draws (judge/inputs.py, scale_logits)
+LOGITS = ("normal", "big", "shifted")
+
+
+def make_inputs(
+    cfg: AttentionConfig, seed: int = 0, logits: str = "normal"
+) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     shapes = cfg.shapes()
     x = {n: rng.standard_normal(shapes[n], dtype=np.float32) for n in ("q", "d_out", "k", "v")}
+    scale_logits(x, cfg, rng, large=logits == "big", shifted=logits == "shifted")
     if cfg.alibi_shape is not None:  # the matrix's draw (judge/inputs.py)
         x["alibi_slopes"] = rng.random(cfg.alibi_shape, dtype=np.float32) * np.float32(0.3)
     return x
@@ -91,11 +99,17 @@ def bench_variant(session: Session, variant: Variant, cfg: AttentionConfig, x, a
 
 
 def verify_variant(
-    session: Session, variant: Variant, cfg: AttentionConfig, x, shaders: Path = SHADER_DIR
+    session: Session,
+    variant: Variant,
+    cfg: AttentionConfig,
+    x,
+    shaders: Path = SHADER_DIR,
+    large_logits: bool = False,
 ) -> dict:
-    """Judge one run against the float64 reference, as the test suite does."""
+    """Judge one run against the float64 reference, as the test suite does (large_logits:
+    with the overflow test's factors, as for --logits big or shifted)."""
     got = run_on(session, cfg, x, sources=shader_sources(shaders), variant=variant.name)["arrays"]
-    reports, _ = judge_outputs(cfg, x, got)
+    reports, _ = judge_outputs(cfg, x, got, large_logits=large_logits)
     return {
         "variant": variant.name,
         "seq": cfg.seq_q,
