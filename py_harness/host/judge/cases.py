@@ -43,8 +43,9 @@ class Case:
     # FlashAttention's overflow test: q x 5, k and v x 3 (large logits must stay finite)
     large_logits: bool = False
     # Each row's scores shifted by hundreds, up or down (inputs.py: K plus one vector common
-    # to every key), past the range where float32's exp is finite (|x| > 88.7); softmax does
-    # not change, so a kernel that takes exp of a row's max or of an unshifted score fails
+    # to every key), past float32 exp's range (it overflows above 88.7, is 0 below -104);
+    # softmax does not change, so a kernel that takes exp of a row's max or of an unshifted
+    # score fails
     shifted_scores: bool = False
     long: bool = False  # too slow for CPU adapters in CI (see the module docstring)
     # A variable-length batch: each sequence's query and key lengths (made by varlen(),

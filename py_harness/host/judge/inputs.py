@@ -19,8 +19,8 @@ from .cases import Case
 from .dropout import dropout_multiplier
 from .verdict import judge_outputs
 
-# Case.shifted_scores: the rms of each row's shift. Past 88.7 (where float32's exp
-# overflows, and below -87.3 where it underflows to 0) for 55 % of rows.
+# Case.shifted_scores: the rms of each row's shift, beyond +-88.7 for 55 % of rows.
+# float32's exp overflows above 88.7, is subnormal below -87.3 and 0 below -104.
 SCORE_SHIFT_RMS = 150.0
 
 
