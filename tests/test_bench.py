@@ -239,24 +239,47 @@ def test_kv_parts_sweep_forces_the_count() -> None:
     assert "fa2f_bwd_kv_sum" not in passes[0], out
 
 
-def test_verify_with_shifted_logits_catches_an_lse_that_overflows(tmp_path: Path) -> None:
-    """--logits shifted draws the matrix's `shift` inputs (rows past exp's float32 range):
-    the seed's kernels pass it, and fail it with their LSE taken as log(exp(m) l)."""
+def _planted(tmp_path: Path, name: str) -> Path:
+    """A copy of the shaders with the planted bug `name` in it."""
     from py_harness.host.judge.mutants import MUTANTS
+
+    [bug] = [m for m in MUTANTS if m.name == name]
+    shaders = tmp_path / name
+    shaders.mkdir()
+    for file, text in bug.apply(shader_sources()).items():
+        (shaders / file).write_text(text)
+    return shaders
+
+
+def _verify_report(tmp_path: Path, argv: list[str], bug: str, prefix: str) -> str:
+    """Run bench --verify with the shipped shaders (it must pass) and with the planted bug
+    (it must fail); the failing run's report line that starts with `prefix`."""
     from py_harness.host.tools.bench import main
 
     if runtime("wgpu").missing():
         pytest.skip(runtime("wgpu").missing())
-    [bug] = [m for m in MUTANTS if m.name == "fwd-lse-exp-of-max"]
-    shaders = tmp_path / "shaders"
-    shaders.mkdir()
-    for name, text in bug.apply(shader_sources()).items():
-        (shaders / name).write_text(text)
-    argv = ["--seq", "100", "--head-dim", "64", "--heads", "2", "--causal", "yes", "--runs"]
-    argv += ["1", "--warmup", "0", "--no-torch", "--plot=", "--variant", "seed", "--verify"]
-    argv += ["--runtime", "wgpu", "--logits", "shifted", "--json", str(tmp_path / "b.json")]
+    argv = [*argv, "--runs", "1", "--warmup", "0", "--no-torch", "--plot=", "--verify"]
+    argv += ["--runtime", "wgpu", "--json", str(tmp_path / "b.json")]
     assert own_thread(main, argv) == 0
-    assert own_thread(main, [*argv, "--shaders", str(shaders)]) == 1
+    assert own_thread(main, [*argv, "--shaders", str(_planted(tmp_path, bug))]) == 1
     doc = json.loads((tmp_path / "b.json").read_text())
-    [lse] = [r for r in doc["verify"][0]["reports"] if r.startswith("lse")]
+    [line] = [r for r in doc["verify"][0]["reports"] if r.startswith(prefix)]
+    return line
+
+
+def test_verify_with_shifted_logits_catches_an_lse_that_overflows(tmp_path: Path) -> None:
+    """--logits shifted draws the matrix's `shift` inputs (rows past exp's float32 range):
+    the seed's kernels pass it, and fail it with their LSE taken as log(exp(m) l)."""
+    argv = ["--seq", "100", "--head-dim", "64", "--heads", "2", "--causal", "yes"]
+    argv += ["--variant", "seed", "--logits", "shifted"]
+    lse = _verify_report(tmp_path, argv, "fwd-lse-exp-of-max", "lse")
     assert "FAIL" in lse and "inf" in lse, lse
+
+
+def test_verify_runs_the_backward_twice_and_wants_the_same_bits(tmp_path: Path) -> None:
+    """A first round of dQ's partial sums that adds instead of storing passes one backward
+    (the buffers start at zero) and fails the second: --verify runs it twice."""
+    argv = ["--seq", "128", "--batch", "2", "--head-dim", "64", "--heads", "4"]
+    argv += ["--causal", "no", "--variant", "fast"]
+    twice = _verify_report(tmp_path, argv, "fast-dq-first-round-adds", "backward twice")
+    assert "FAIL: the bits differ" in twice, twice

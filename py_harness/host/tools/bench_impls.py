@@ -106,17 +106,26 @@ def verify_variant(
     shaders: Path = SHADER_DIR,
     large_logits: bool = False,
 ) -> dict:
-    """Judge one run against the float64 reference, as the test suite does (large_logits:
-    with the overflow test's factors, as for --logits big or shifted)."""
-    got = run_on(session, cfg, x, sources=shader_sources(shaders), variant=variant.name)["arrays"]
-    reports, _ = judge_outputs(cfg, x, got, large_logits=large_logits)
+    """Judge a run against the float64 reference, as the test suite does (large_logits:
+    with the overflow test's factors, as for --logits big or shifted). The backward runs
+    twice on the same buffers and must give the same bits both times, as in the matrix's
+    repeated-backward cases: a kernel that adds onto the last run's partial sums fails."""
+    sources = shader_sources(shaders)
+    reply = run_on(session, cfg, x, sources=sources, backward_runs=2, variant=variant.name)
+    reports, _ = judge_outputs(cfg, x, reply["arrays"], large_logits=large_logits)
+    digests = reply.get("backward_digests", [])
+    same = len(digests) == 2 and digests[0] == digests[1]
+    twice = "the same bits" if same else "FAIL: the bits differ"
     return {
         "variant": variant.name,
         "seq": cfg.seq_q,
         "head_dim": cfg.head_dim,
         "causal": cfg.causal,
-        "passed": all(r.passed for r in reports),
-        "reports": [str(r) for r in reports],
+        "passed": all(r.passed for r in reports) and same,
+        "reports": [
+            *(str(r) for r in reports),
+            f"backward twice: {twice} (sha256 of dq|dk|dv: {[d[:12] for d in digests]})",
+        ],
     }
 
 
