@@ -283,3 +283,16 @@ def test_verify_runs_the_backward_twice_and_wants_the_same_bits(tmp_path: Path) 
     argv += ["--causal", "no", "--variant", "fast"]
     twice = _verify_report(tmp_path, argv, "fast-dq-first-round-adds", "backward twice")
     assert "FAIL: the bits differ" in twice, twice
+
+
+def test_verify_with_dropout_catches_a_forward_that_drops_nothing(tmp_path: Path) -> None:
+    """--dropout P runs the kernels with the matrix's dropout (its hash, seed 1234) and
+    judges them against the reference's same mask."""
+    argv = ["--seq", "100", "--head-dim", "64", "--heads", "2", "--causal", "yes"]
+    from py_harness.host.tools.bench import main
+
+    with pytest.raises(SystemExit, match=r"--dropout: a probability in \[0, 1\), got 1.0"):
+        main([*argv, "--variant", "seed", "--dropout", "1.0", "--runtime", "wgpu"])
+    argv += ["--variant", "seed", "--dropout", "0.17"]
+    o = _verify_report(tmp_path, argv, "fwd-no-dropout", "o")
+    assert "FAIL" in o, o

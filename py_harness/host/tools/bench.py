@@ -43,6 +43,7 @@ from .bench_impls import (
 )
 from .bench_plot import write_svg
 
+DROPOUT_SEED = 1234  # --dropout's hash seed (the matrix's default, judge/cases.py)
 GPU_DEFAULTS = {"seq": "1024,2048,4096", "head_dim": "64,128", "heads": 16, "runs": 10}
 # CPU adapters (lavapipe, SwiftShader) are 1000x slower: small sizes, few runs.
 CPU_DEFAULTS = {"seq": "128,256", "head_dim": "64", "heads": 4, "runs": 3}
@@ -108,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.seq_k is not None and (args.lengths or args.causal != "no" or args.seq_k < 1):
         raise SystemExit("--seq-k: only >= 1, with --causal no and without --lengths")
+    if not 0.0 <= args.dropout < 1.0:
+        raise SystemExit(f"--dropout: a probability in [0, 1), got {args.dropout}")
     reason = runtime(args.runtime).missing()
     if reason:
         raise SystemExit(f"--runtime {args.runtime}: not available here: {reason}")
@@ -252,6 +255,8 @@ def _config(
         window_right=args.window_right,
         softcap=args.softcap,
         alibi_shape={"none": None, "head": (heads,), "batch": (batch, heads)}[args.alibi],
+        dropout_p=args.dropout,
+        seed=DROPOUT_SEED,
     )
 
 
@@ -390,6 +395,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=("none", "head", "batch"),
         default="none",
         help="ALiBi slopes: one per head, or per batch element and head (default: none)",
+    )
+    ap.add_argument(
+        "--dropout",
+        type=float,
+        default=0.0,
+        help=f"dropout probability of the kernels (seed {DROPOUT_SEED}; torch is timed without it)",
     )
     ap.add_argument(
         "--logits",
