@@ -1,11 +1,15 @@
-"""Test helpers shared by several test modules: a device that does no GPU work, and a way
-to run an event loop from a test that Playwright's loop may already occupy."""
+"""Test helpers shared by several test modules: a device that does no GPU work, a way to
+run an event loop from a test that Playwright's loop may already occupy, and a folder of
+shaders with a planted bug in it."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from py_harness.gpu.device import Device
+from py_harness.host.judge.mutants import MUTANTS
+from py_harness.host.paths import shader_sources
 
 
 def own_thread(fn, *args):  # noqa: ANN001, ANN201
@@ -13,6 +17,17 @@ def own_thread(fn, *args):  # noqa: ANN001, ANN201
     on this one, and asyncio.run refuses to start inside it."""
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(fn, *args).result()
+
+
+def planted_shaders(parent: Path, name: str) -> Path:
+    """A copy of the shaders with the planted bug `name` (mutants.py) in it, for --shaders:
+    the folder parent / name."""
+    [bug] = [m for m in MUTANTS if m.name == name]
+    folder = parent / name
+    folder.mkdir()
+    for file, text in bug.apply(shader_sources()).items():
+        (folder / file).write_text(text)
+    return folder
 
 
 class NoGPUWorkDevice(Device):

@@ -20,7 +20,7 @@ from py_harness.host.tools.ablate import ABLATIONS, ablated_sources
 from py_harness.host.tools.bench_impls import flops
 from py_harness.host.tools.bench_plot import write_svg
 from py_harness.kernels import VARIANTS
-from tests.fakes import own_thread
+from tests.fakes import own_thread, planted_shaders
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -239,18 +239,6 @@ def test_kv_parts_sweep_forces_the_count() -> None:
     assert "fa2f_bwd_kv_sum" not in passes[0], out
 
 
-def _planted(tmp_path: Path, name: str) -> Path:
-    """A copy of the shaders with the planted bug `name` in it."""
-    from py_harness.host.judge.mutants import MUTANTS
-
-    [bug] = [m for m in MUTANTS if m.name == name]
-    shaders = tmp_path / name
-    shaders.mkdir()
-    for file, text in bug.apply(shader_sources()).items():
-        (shaders / file).write_text(text)
-    return shaders
-
-
 def _verify_report(tmp_path: Path, argv: list[str], bug: str, prefix: str) -> str:
     """Run bench --verify with the shipped shaders (it must pass) and with the planted bug
     (it must fail); the failing run's report line that starts with `prefix`."""
@@ -261,7 +249,7 @@ def _verify_report(tmp_path: Path, argv: list[str], bug: str, prefix: str) -> st
     argv = [*argv, "--runs", "1", "--warmup", "0", "--no-torch", "--plot=", "--verify"]
     argv += ["--runtime", "wgpu", "--json", str(tmp_path / "b.json")]
     assert own_thread(main, argv) == 0
-    assert own_thread(main, [*argv, "--shaders", str(_planted(tmp_path, bug))]) == 1
+    assert own_thread(main, [*argv, "--shaders", str(planted_shaders(tmp_path, bug))]) == 1
     doc = json.loads((tmp_path / "b.json").read_text())
     [line] = [r for r in doc["verify"][0]["reports"] if r.startswith(prefix)]
     return line

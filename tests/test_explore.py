@@ -14,11 +14,10 @@ import pytest
 
 from py_harness.config import validate
 from py_harness.host.judge.cases import Case
-from py_harness.host.judge.mutants import MUTANTS
 from py_harness.host.judge.random_cases import case_literal, random_case, work
-from py_harness.host.paths import shader_sources
 from py_harness.host.runtimes.registry import runtime
 from py_harness.host.variants import get
+from tests.fakes import planted_shaders
 
 DRAWS = 300
 
@@ -89,11 +88,7 @@ def test_a_planted_bug_fails_and_its_replay_fails_alone(tmp_path: Path) -> None:
     assert len(clean["results"]) == 4
     assert {r["status"] for r in clean["results"]} <= {"pass", "known", "unsupported"}
 
-    bug = next(m for m in MUTANTS if m.name == "bwd-dq-missing-scale")
-    folder = tmp_path / "shaders"
-    folder.mkdir()
-    for name, text in bug.apply(shader_sources()).items():
-        (folder / name).write_text(text)
+    folder = planted_shaders(tmp_path, "bwd-dq-missing-scale")
     proc, planted = _explore(tmp_path, *common, "--shaders", str(folder))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     failed = [r for r in planted["results"] if r["status"] == "fail"]
