@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from typing import Any
 
@@ -27,6 +28,21 @@ CHROMIUM_ARGS = (
     "--disable-dawn-features=" + ",".join(SWIFTSHADER_DAWN_DISABLED_TOGGLES),
 )
 INSTALL_HINT = "install it with: apt-get install chromium (or set HARNESS_CHROMIUM)"
+# More flags for every launch, shell-quoted: what a machine's GPU needs (docs/runtimes.md,
+# "Chromium on an NVIDIA GPU"), without editing this file or overriding the fixture.
+EXTRA_ARGS_VAR = "HARNESS_CHROMIUM_ARGS"
+
+
+def extra_args_from_env() -> tuple[str, ...]:
+    """The flags in HARNESS_CHROMIUM_ARGS (shell words; none where unset)."""
+    value = os.environ.get(EXTRA_ARGS_VAR, "")
+    try:
+        words = shlex.split(value)
+    except ValueError as e:
+        raise ValueError(f"{EXTRA_ARGS_VAR}: not shell words ({e}): {value!r}") from None
+    if bad := [w for w in words if not w.startswith("--")]:
+        raise ValueError(f"{EXTRA_ARGS_VAR}: each word must be a --flag, got {bad[0]!r}")
+    return tuple(words)
 
 
 def chromium_launch_args(headless: bool = True, extra: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -36,5 +52,5 @@ def chromium_launch_args(headless: bool = True, extra: tuple[str, ...] = ()) -> 
     return {
         "executable_path": CHROMIUM_PATH,
         "headless": headless,
-        "args": [*CHROMIUM_ARGS, *extra],
+        "args": [*CHROMIUM_ARGS, *extra_args_from_env(), *extra],
     }
