@@ -122,12 +122,12 @@ def test_tiny_bench_writes_table_json_and_plot(
     ET.parse(tmp_path / "r.svg")
 
 
-def test_seq_k_benchmarks_short_keys_and_refuses_causal(tmp_path: Path) -> None:
+def test_seq_k_benchmarks_short_keys_and_wants_an_offset_with_causal(tmp_path: Path) -> None:
     from py_harness.host.tools.bench import main
 
     argv = ["--seq", "70", "--seq-k", "5", "--head-dim", "16", "--heads", "4", "--kv-heads", "1"]
     argv += ["--runs", "1", "--warmup", "0", "--no-torch", "--variant", "fast", "--runtime"]
-    with pytest.raises(SystemExit, match="--seq-k: only >= 1, with --causal no"):
+    with pytest.raises(SystemExit, match="--seq-k with causal: give --causal-offset"):
         main([*argv, "wgpu", "--causal", "both"])
     if runtime("wgpu").missing():
         pytest.skip(runtime("wgpu").missing())
@@ -283,4 +283,20 @@ def test_verify_with_dropout_catches_a_forward_that_drops_nothing(tmp_path: Path
         main([*argv, "--variant", "seed", "--dropout", "1.0", "--runtime", "wgpu"])
     argv += ["--variant", "seed", "--dropout", "0.17"]
     o = _verify_report(tmp_path, argv, "fwd-no-dropout", "o")
+    assert "FAIL" in o, o
+
+
+def test_verify_with_a_mask_and_a_causal_offset_catches_an_edge_off_by_one(
+    tmp_path: Path,
+) -> None:
+    """--mask keypad and --causal-offset (Sq != Sk, queries 40 keys in) run and judge the
+    kernels with the matrix's padded keys and that causal edge; torch would get both as
+    one attn_mask. A forward whose causal edge hides the diagonal key fails on O."""
+    from py_harness.host.tools.bench import main
+
+    with pytest.raises(SystemExit, match=r"--mask: not with --lengths"):
+        main(["--lengths", "30,40", "--mask", "keypad", "--runtime", "wgpu"])
+    argv = ["--seq", "96", "--seq-k", "130", "--batch", "2", "--head-dim", "32", "--heads", "2"]
+    argv += ["--causal", "yes", "--causal-offset", "40", "--mask", "keypad", "--variant", "seed"]
+    o = _verify_report(tmp_path, argv, "fwd-causal-edge", "o")
     assert "FAIL" in o, o

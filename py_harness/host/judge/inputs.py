@@ -70,7 +70,7 @@ def make_inputs(case: Case, draw: int = 0) -> dict[str, np.ndarray]:
     x = {n: rng.standard_normal(shapes[n], dtype=np.float32) for n in ("q", "k", "v", "d_out")}
     scale_logits(x, cfg, rng, large=case.large_logits, shifted=case.shifted_scores)
     if cfg.mask_shape is not None:
-        x["mask"] = _make_mask(case, cfg, rng)
+        x["mask"] = make_mask(case.mask, cfg, rng)
     if cfg.alibi_shape is not None:
         # FlashAttention-2's test draw: uniform in [0, 0.3)
         x["alibi_slopes"] = rng.random(cfg.alibi_shape, dtype=np.float32) * np.float32(0.3)
@@ -99,17 +99,20 @@ def scale_logits(
         x["k"] += c.astype(np.float32)
 
 
-def _make_mask(case: Case, cfg: AttentionConfig, rng: np.random.Generator) -> np.ndarray:
+def make_mask(kind: str, cfg: AttentionConfig, rng: np.random.Generator) -> np.ndarray:
+    """The additive mask of cfg.mask_shape that the matrix draws for a mask kind (Case.mask):
+    keypad is 0 or -inf per key, rows-inf / rows-1e30 fill a fifth of the rows, any other
+    kind is a normal draw."""
     shape = cfg.mask_shape
-    if case.mask == "keypad":
+    if kind == "keypad":
         # Batch element b sees its first sk - 7b - 3 keys; padding is -inf.
         mask = np.zeros(shape, np.float32)
         for b in range(cfg.batch):
             mask[b, ..., cfg.seq_k - 7 * b - 3 :] = -np.inf
         return mask
     mask = rng.standard_normal(shape, dtype=np.float32)
-    if case.mask.startswith("rows-"):
-        fill = -np.inf if case.mask == "rows-inf" else np.float32(-1e30)
+    if kind.startswith("rows-"):
+        fill = -np.inf if kind == "rows-inf" else np.float32(-1e30)
         rows = rng.choice(cfg.seq_q, size=max(1, cfg.seq_q // 5), replace=False)
         mask[..., rows, :] = fill  # whole rows with no visible key
     return mask

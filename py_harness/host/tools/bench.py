@@ -32,12 +32,14 @@ from ..runtimes.registry import RUNTIMES, runtime
 from ..runtimes.sessions import Session
 from .bench_impls import (
     LOGITS,
+    MASKS,
     Row,
     bench_numpy,
     bench_torch,
     bench_variant,
     flops,
     make_inputs,
+    mask_shape,
     torch_setup,
     verify_variant,
 )
@@ -107,8 +109,15 @@ def _recorded_args(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> int:
     from ..engine import open_session
 
-    if args.seq_k is not None and (args.lengths or args.causal != "no" or args.seq_k < 1):
-        raise SystemExit("--seq-k: only >= 1, with --causal no and without --lengths")
+    if args.seq_k is not None and (args.lengths or args.seq_k < 1):
+        raise SystemExit("--seq-k: only >= 1, and without --lengths")
+    if args.seq_k not in (None, args.seq) and args.causal != "no" and args.causal_offset is None:
+        raise SystemExit(
+            "--seq-k with causal: give --causal-offset (torch's is_causal aligns Sq != Sk "
+            "top-left, offset 0; FlashAttention-2 bottom-right, offset Sk - Sq)"
+        )
+    if args.mask != "none" and args.lengths:
+        raise SystemExit("--mask: not with --lengths (an additive mask is [B, H, Sq, Sk])")
     if not 0.0 <= args.dropout < 1.0:
         raise SystemExit(f"--dropout: a probability in [0, 1), got {args.dropout}")
     reason = runtime(args.runtime).missing()
@@ -212,7 +221,7 @@ def _run(session: Session, args: argparse.Namespace) -> int:
 
 def _measure(session, cfg, variants, torch, tdev, args, skipped) -> tuple[list[Row], Row | None]:
     """Rows for one size: torch (first: the others' ratios need it), NumPy, the variants."""
-    x = make_inputs(cfg, logits=args.logits)
+    x = make_inputs(cfg, logits=args.logits, mask=args.mask)
     rows: list[Row] = []
     torch_row = None
     if torch is not None and not cfg.varlen:  # SDPA has no variable-length batches
@@ -251,10 +260,12 @@ def _config(
         cu_seqlens_k=cu,
         num_kv_heads=args.kv_heads,
         causal=causal,
+        causal_offset=args.causal_offset or 0,
         window_left=args.window_left,
         window_right=args.window_right,
         softcap=args.softcap,
         alibi_shape={"none": None, "head": (heads,), "batch": (batch, heads)}[args.alibi],
+        mask_shape=mask_shape(args.mask, batch, seq, args.seq_k or seq),
         dropout_p=args.dropout,
         seed=DROPOUT_SEED,
     )
@@ -268,7 +279,8 @@ def _discarded_first(session, variants, seqs, dims, causals, heads, args) -> Non
         return
     cfg = _config(args, heads, min(seqs), min(dims), causals[0])
     try:
-        bench_variant(session, variants[0], cfg, make_inputs(cfg, logits=args.logits), args)
+        x = make_inputs(cfg, logits=args.logits, mask=args.mask)
+        bench_variant(session, variants[0], cfg, x, args)
     except Exception as exc:  # the table's own run reports it
         print(f"# discarded first measurement failed: {type(exc).__name__}: {exc}")
 
@@ -279,7 +291,7 @@ def _verify(session, variants, seq, dims, causals, heads, args) -> list[dict]:
         for d in dims:
             for causal in causals:
                 cfg = _config(args, heads, seq, d, causal)
-                x = make_inputs(cfg, seed=1, logits=args.logits)
+                x = make_inputs(cfg, seed=1, logits=args.logits, mask=args.mask)
                 large = args.logits != "normal"
                 res = verify_variant(session, v, cfg, x, args.shaders, large_logits=large)
                 out.append(res)
@@ -355,10 +367,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--seq-k",
         type=int,
-        help="the keys' length instead of Sq (cross-attention; --seq is then Sq); not with "
-        "causal: torch's is_causal aligns Sq != Sk top-left, FlashAttention-2 bottom-right",
+        help="the keys' length instead of Sq (cross-attention; --seq is then Sq); with "
+        "causal, --causal-offset too",
     )
     ap.add_argument("--causal", default="both", choices=["both", "yes", "no"])
+    ap.add_argument(
+        "--causal-offset",
+        type=int,
+        help="query i sits at key position i + N (may be < 0; default 0, top-left; "
+        "FlashAttention-2's bottom-right is Sk - Sq); torch gets the same edge as an "
+        "explicit mask",
+    )
+    ap.add_argument(
+        "--mask",
+        choices=MASKS,
+        default="none",
+        help="an additive mask, drawn as the matrix's: keypad [B, 1, 1, Sk] (the last 3 + 7 b "
+        "keys -inf) or full [Sq, Sk] (normal); torch gets it as attn_mask",
+    )
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument(
         "--lengths",

@@ -20,7 +20,7 @@ from ...config import AttentionConfig
 from ...kernels import Variant
 from ...timing import TimingPlan
 from ..judge import reference
-from ..judge.inputs import scale_logits
+from ..judge.inputs import make_mask, scale_logits
 from ..judge.verdict import judge_outputs
 from ..paths import SHADER_DIR, shader_sources
 from ..runtimes.sessions import Session
@@ -50,15 +50,24 @@ def flops(cfg: AttentionConfig) -> tuple[float, float]:
 
 # --logits: the matrix's large-score draws (judge/inputs.py, scale_logits)
 LOGITS = ("normal", "big", "shifted")
+# --mask: the matrix's additive masks of those kinds (cases.Case.config's shapes): keys
+# padded per batch element (the last 3 + 7 b are -inf), or one normal draw per (query, key)
+MASKS = ("none", "keypad", "full")
+
+
+def mask_shape(kind: str, batch: int, seq_q: int, seq_k: int) -> tuple[int, ...] | None:
+    return {"none": None, "keypad": (batch, 1, 1, seq_k), "full": (seq_q, seq_k)}[kind]
 
 
 def make_inputs(
-    cfg: AttentionConfig, seed: int = 0, logits: str = "normal"
+    cfg: AttentionConfig, seed: int = 0, logits: str = "normal", mask: str = "none"
 ) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     shapes = cfg.shapes()
     x = {n: rng.standard_normal(shapes[n], dtype=np.float32) for n in ("q", "d_out", "k", "v")}
     scale_logits(x, cfg, rng, large=logits == "big", shifted=logits == "shifted")
+    if cfg.mask_shape is not None:
+        x["mask"] = make_mask(mask, cfg, rng)
     if cfg.alibi_shape is not None:  # the matrix's draw (judge/inputs.py)
         x["alibi_slopes"] = rng.random(cfg.alibi_shape, dtype=np.float32) * np.float32(0.3)
     return x
@@ -156,6 +165,7 @@ def bench_torch(torch, device, cfg: AttentionConfig, x, args) -> Row:
 
     q, k, v, do = (t(n) for n in ("q", "k", "v", "d_out"))
     cuda = device.type == "cuda"
+    mask = torch_mask(torch, device, cfg, x)
 
     def timed(fn) -> float:
         if cuda:
@@ -170,7 +180,8 @@ def bench_torch(torch, device, cfg: AttentionConfig, x, args) -> Row:
         return (time.perf_counter() - t0) * 1e3
 
     def forward() -> None:
-        out.append(F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal))
+        causal = cfg.causal and mask is None
+        out.append(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal))
 
     def backward() -> None:
         out.pop().backward(do)
@@ -203,6 +214,22 @@ def bench_torch(torch, device, cfg: AttentionConfig, x, args) -> Row:
         timing,
         extra,
     )
+
+
+def torch_mask(torch, device, cfg: AttentionConfig, x):
+    """SDPA's attn_mask where is_causal cannot say it all: the additive mask (broadcast over
+    [B, H, Sq, Sk]) plus, with causal, -inf past a causal edge off torch's top-left one
+    (causal_offset != 0). None where is_causal (or nothing) does."""
+    if "mask" not in x and not (cfg.causal and cfg.causal_offset):
+        return None
+    mask = torch.zeros((cfg.seq_q, cfg.seq_k), device=device)
+    if "mask" in x:
+        mask = mask + torch.from_numpy(x["mask"]).to(device)
+    if cfg.causal:
+        qi = torch.arange(cfg.seq_q, device=device)[:, None]
+        kj = torch.arange(cfg.seq_k, device=device)[None, :]
+        mask = mask.masked_fill(kj > qi + cfg.causal_offset, float("-inf"))
+    return mask
 
 
 def bench_numpy(cfg: AttentionConfig, x, args) -> Row:
