@@ -8,6 +8,9 @@
 #   .node/ node.xz (xz of the node binary) and node_modules.tar.xz (node_modules/pyodide and
 #          node_modules/webgpu with its linux-x64 dawn.node only), plus build/dist (the wheel)
 #   bash scripts/gpu_run.sh OUTDIR [bench options...]
+# chromium too, where HARNESS_CHROMIUM names Chromium's headless shell and HARNESS_CHROMIUM_ARGS
+# the flags that give it the GPU (docs/runtimes.md, "Chromium on an NVIDIA GPU": what it
+# needs beside itself, and build/dist/ carried where the machine has no pyodide-build).
 # RUNTIMES (default wgpu; e.g. wgpu,dawn,node) are judged in one check per variant, so its
 # disagreement table compares them; VARIANTS="fast" limits the variants; CHECK_ARGS replaces
 # check's options (default --long: the GPU-sized cases too); BENCH_RUNTIMES (default wgpu;
