@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.seq_k is not None and (args.lengths or args.seq_k < 1):
         raise SystemExit("--seq-k: only >= 1, and without --lengths")
-    if args.seq_k not in (None, args.seq) and args.causal != "no" and args.causal_offset is None:
+    if args.seq_k is not None and args.causal != "no" and args.causal_offset is None:
         raise SystemExit(
             "--seq-k with causal: give --causal-offset (torch's is_causal aligns Sq != Sk "
             "top-left, offset 0; FlashAttention-2 bottom-right, offset Sk - Sq)"
