@@ -24,9 +24,11 @@ if ls .gl/*.deb >/dev/null 2>&1; then
   for f in .gl/*.deb; do dpkg -x "$f" /; done
   ldconfig
 fi
-if ls .whl/*.whl >/dev/null 2>&1; then
+# Carried wheels: .whl/'s, and Playwright's for Chromium (.chromium/wheels/), in one install.
+wheels=$(ls .whl/*.whl .chromium/wheels/*.whl 2>/dev/null || true)
+if [ -n "$wheels" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+    --target /tmp/site $wheels && export PYTHONPATH=/tmp/site
 fi
 if [ -e .node/node.xz ]; then
   xz -dc .node/node.xz > /tmp/node && chmod +x /tmp/node && export HARNESS_NODE=/tmp/node
@@ -50,10 +52,6 @@ if [ -d .chromium ]; then
     mkdir -p node_modules && tar -C node_modules -xJf .chromium/pyodide.tar.xz
   [ -e .chromium/dist/pyodide-lock.json ] && [ ! -e build/dist/pyodide-lock.json ] &&
     mkdir -p build/dist && cp -a .chromium/dist/. build/dist/
-  if ls .chromium/wheels/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target /tmp/site .chromium/wheels/*.whl && export PYTHONPATH=/tmp/site
-  fi
   printf '#!/bin/sh\nexport LD_LIBRARY_PATH=%s/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\nexec %s/chromium-headless-shell "$@"\n' "$hs" "$hs" > "$hs/run"
   chmod +x "$hs/run"
   [ -e "$icd" ] && mkdir -p /usr/share/vulkan/icd.d && cp -n "$icd" /usr/share/vulkan/icd.d/ 2>/dev/null

@@ -17,6 +17,27 @@ MASK_KINDS = ("none", "full", "batch", "keypad", "rows-inf", "rows-1e30")
 ALIBI_KINDS = ("none", "head", "batch")
 
 
+def mask_shape(
+    kind: str, batch: int, num_heads: int, seq_q: int, seq_k: int
+) -> tuple[int, ...] | None:
+    """The additive mask's shape for a mask kind (Case.mask, bench --mask); inputs.make_mask
+    draws its values."""
+    return {
+        "none": None,
+        "full": (seq_q, seq_k),
+        "batch": (batch, 1, seq_q, seq_k),
+        "keypad": (batch, 1, 1, seq_k),
+        "rows-inf": (batch, num_heads, seq_q, seq_k),
+        "rows-1e30": (seq_q, seq_k),
+    }[kind]
+
+
+def alibi_shape(kind: str, batch: int, num_heads: int) -> tuple[int, ...] | None:
+    """ALiBi slopes' shape (Case.alibi, bench --alibi): none, one per head, or per batch
+    element and head."""
+    return {"none": None, "head": (num_heads,), "batch": (batch, num_heads)}[kind]
+
+
 @dataclass(frozen=True)
 class Case:
     head_dim: int
@@ -100,19 +121,6 @@ class Case:
         return self.large_logits or self.shifted_scores
 
     def config(self) -> AttentionConfig:
-        mask_shape = {
-            "none": None,
-            "full": (self.seq_q, self.seq_k),
-            "batch": (self.batch, 1, self.seq_q, self.seq_k),
-            "keypad": (self.batch, 1, 1, self.seq_k),
-            "rows-inf": (self.batch, self.num_heads, self.seq_q, self.seq_k),
-            "rows-1e30": (self.seq_q, self.seq_k),
-        }[self.mask]
-        alibi_shape = {
-            "none": None,
-            "head": (self.num_heads,),
-            "batch": (self.batch, self.num_heads),
-        }[self.alibi]
         return AttentionConfig(
             batch=self.batch,
             num_heads=self.num_heads,
@@ -126,8 +134,8 @@ class Case:
             window_left=self.window_left,
             window_right=self.window_right,
             softcap=self.softcap,
-            alibi_shape=alibi_shape,
-            mask_shape=mask_shape,
+            alibi_shape=alibi_shape(self.alibi, self.batch, self.num_heads),
+            mask_shape=mask_shape(self.mask, self.batch, self.num_heads, self.seq_q, self.seq_k),
             dropout_p=self.dropout_p,
             seed=self.seed,
             cu_seqlens_q=cu_seqlens(self.lens_q) if self.lens_q else None,

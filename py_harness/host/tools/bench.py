@@ -27,6 +27,7 @@ import numpy as np
 
 from ...config import AttentionConfig, cu_seqlens
 from ...kernels import VARIANTS
+from ..judge.cases import Case, alibi_shape, mask_shape
 from ..paths import SHADER_DIR, output_dir, shader_sources
 from ..runtimes.registry import RUNTIMES, runtime
 from ..runtimes.sessions import Session
@@ -39,13 +40,12 @@ from .bench_impls import (
     bench_variant,
     flops,
     make_inputs,
-    mask_shape,
     torch_setup,
     verify_variant,
 )
 from .bench_plot import write_svg
 
-DROPOUT_SEED = 1234  # --dropout's hash seed (the matrix's default, judge/cases.py)
+DROPOUT_SEED = Case.seed  # --dropout's hash seed: the matrix's default
 GPU_DEFAULTS = {"seq": "1024,2048,4096", "head_dim": "64,128", "heads": 16, "runs": 10}
 # CPU adapters (lavapipe, SwiftShader) are 1000x slower: small sizes, few runs.
 CPU_DEFAULTS = {"seq": "128,256", "head_dim": "64", "heads": 4, "runs": 3}
@@ -250,11 +250,12 @@ def _config(
     batch, cu = args.batch, None
     if args.lengths:
         batch, cu = len(args.lengths), cu_seqlens(args.lengths)
+    seq_k = args.seq_k or seq
     return AttentionConfig(
         batch,
         heads,
         seq,
-        args.seq_k or seq,
+        seq_k,
         d,
         cu_seqlens_q=cu,
         cu_seqlens_k=cu,
@@ -264,8 +265,8 @@ def _config(
         window_left=args.window_left,
         window_right=args.window_right,
         softcap=args.softcap,
-        alibi_shape={"none": None, "head": (heads,), "batch": (batch, heads)}[args.alibi],
-        mask_shape=mask_shape(args.mask, batch, seq, args.seq_k or seq),
+        alibi_shape=alibi_shape(args.alibi, batch, heads),
+        mask_shape=mask_shape(args.mask, batch, heads, seq, seq_k),
         dropout_p=args.dropout,
         seed=DROPOUT_SEED,
     )

@@ -50,13 +50,9 @@ def flops(cfg: AttentionConfig) -> tuple[float, float]:
 
 # --logits: the matrix's large-score draws (judge/inputs.py, scale_logits)
 LOGITS = ("normal", "big", "shifted")
-# --mask: the matrix's additive masks of those kinds (cases.Case.config's shapes): keys
+# --mask: the matrix's additive masks of those kinds (cases.mask_shape): keys
 # padded per batch element (the last 3 + 7 b are -inf), or one normal draw per (query, key)
 MASKS = ("none", "keypad", "full")
-
-
-def mask_shape(kind: str, batch: int, seq_q: int, seq_k: int) -> tuple[int, ...] | None:
-    return {"none": None, "keypad": (batch, 1, 1, seq_k), "full": (seq_q, seq_k)}[kind]
 
 
 def make_inputs(
@@ -226,9 +222,9 @@ def torch_mask(torch, device, cfg: AttentionConfig, x):
     if "mask" in x:
         mask = mask + torch.from_numpy(x["mask"]).to(device)
     if cfg.causal:
-        qi = torch.arange(cfg.seq_q, device=device)[:, None]
-        kj = torch.arange(cfg.seq_k, device=device)[None, :]
-        mask = mask.masked_fill(kj > qi + cfg.causal_offset, float("-inf"))
+        kw = {"causal": True, "causal_offset": cfg.causal_offset}
+        hidden = ~reference.visible_mask(cfg.seq_q, cfg.seq_k, **kw)
+        mask = mask.masked_fill(torch.from_numpy(hidden).to(device), float("-inf"))
     return mask
 
 
