@@ -63,14 +63,33 @@ def make_inputs(case: Case, draw: int = 0) -> dict[str, np.ndarray]:
     """Deterministic f32 inputs for a case, mask and ALiBi slopes included: draw 0 is
     seeded by the case's id alone, draw n > 0 by (id, n), so each draw is reproducible on
     its own."""
-    cfg = case.config()
     key = zlib.crc32(case.id.encode())
     rng = np.random.default_rng(key if draw == 0 else (key, draw))
+    return draw_tensors(
+        case.config(),
+        rng,
+        mask=case.mask,
+        large=case.large_logits,
+        shifted=case.shifted_scores,
+    )
+
+
+def draw_tensors(
+    cfg: AttentionConfig,
+    rng: np.random.Generator,
+    *,
+    mask: str = "none",
+    large: bool = False,
+    shifted: bool = False,
+) -> dict[str, np.ndarray]:
+    """cfg's tensors drawn from rng, as the matrix draws them (`bench` too): q, k, v and
+    d_out standard normal in that order, the scores made large or shifted (scale_logits),
+    then the additive mask of kind `mask` (make_mask) and ALiBi slopes where cfg has them."""
     shapes = cfg.shapes()
     x = {n: rng.standard_normal(shapes[n], dtype=np.float32) for n in ("q", "k", "v", "d_out")}
-    scale_logits(x, cfg, rng, large=case.large_logits, shifted=case.shifted_scores)
+    scale_logits(x, cfg, rng, large=large, shifted=shifted)
     if cfg.mask_shape is not None:
-        x["mask"] = make_mask(case.mask, cfg, rng)
+        x["mask"] = make_mask(mask, cfg, rng)
     if cfg.alibi_shape is not None:
         # FlashAttention-2's test draw: uniform in [0, 0.3)
         x["alibi_slopes"] = rng.random(cfg.alibi_shape, dtype=np.float32) * np.float32(0.3)
@@ -132,7 +151,7 @@ def judge_case(
     run_case's reply with the outputs decoded into reply["arrays"] (decode_outputs)."""
     cfg = case.config()
     got = reply["arrays"]
-    reports, _ = judge_outputs(cfg, x, got, large_logits=case.large_scores, reuse=True)
+    reports, _ = judge_outputs(cfg, x, got, large_scores=case.large_scores, reuse=True)
     checks: dict[str, tuple[bool, str]] = {}
     if case.repeat_backward:
         d = reply.get("backward_digests", [])

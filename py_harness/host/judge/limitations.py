@@ -74,19 +74,19 @@ class Coverage:
 
 
 def coverage(
-    variant: str, adapter: str, cfg: AttentionConfig, *, large_logits: bool = False
+    variant: str, adapter: str, cfg: AttentionConfig, *, large_scores: bool = False
 ) -> Coverage | None:
     """The declared limitation that covers this run, if any (drivers first)."""
     for lim in sorted(LIMITATIONS, key=lambda lim: lim.kind != DRIVER):
         if limitations_of(variant) in lim.variants and lim.applies_to(adapter):
-            reason = lim.covers(variant, cfg, adapter, large_logits)
+            reason = lim.covers(variant, cfg, adapter, large_scores)
             if reason:
                 return Coverage(lim, reason)
     return None
 
 
 def case_coverage(variant: str, adapter: str, case: Case) -> Coverage | None:
-    return coverage(variant, adapter, case.config(), large_logits=case.large_scores)
+    return coverage(variant, adapter, case.config(), large_scores=case.large_scores)
 
 
 # ---- the seed's own flaw: its dK/dV pass scales K, its LSE came from a scaled Q ----------
@@ -110,7 +110,7 @@ def single_key_rows(cfg: AttentionConfig) -> tuple[int, int]:
 
 
 def _seed_scaling_covers(
-    variant: str, cfg: AttentionConfig, adapter: str, large_logits: bool
+    variant: str, cfg: AttentionConfig, adapter: str, large_scores: bool
 ) -> str | None:
     if math.frexp(cfg.softmax_scale)[0] == 0.5:
         return None  # a power of two scales exactly: (scale K) . Q == (scale Q) . K
@@ -120,7 +120,7 @@ def _seed_scaling_covers(
             f"{_rows(alone)} one visible key that no other row sees: an honest P is "
             "exactly 1 there and the bound is the floor"
         )
-    if large_logits:
+    if large_scores:
         return "logits of tens: a few ulps of |s| are a relative error of 1e-5 in P"
     return None
 
@@ -184,7 +184,7 @@ SEED_SCALING = Limitation(
 
 # ---- lavapipe's loop budget ----------------------------------------------------------------
 def _loop_budget_covers(
-    variant: str, cfg: AttentionConfig, adapter: str, large_logits: bool
+    variant: str, cfg: AttentionConfig, adapter: str, large_scores: bool
 ) -> str | None:
     over = loop_budget.over_budget(limitations_of(variant), cfg, loop_budget.lanes_of(adapter))
     if not over:
@@ -236,7 +236,7 @@ LAVAPIPE_LOOPS = Limitation(
 
 
 # ---- wgpu-native: workgroup memory not zeroed ----------------------------------------------
-def _never_covers(variant: str, cfg: AttentionConfig, adapter: str, large_logits: bool) -> None:
+def _never_covers(variant: str, cfg: AttentionConfig, adapter: str, large_scores: bool) -> None:
     return None  # the built-in variants write their workgroup memory before reading it
 
 

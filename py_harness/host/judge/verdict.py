@@ -192,17 +192,17 @@ def judge_outputs(
     x: dict[str, np.ndarray],
     got: dict[str, np.ndarray],
     *,
-    large_logits: bool = False,
+    large_scores: bool = False,
     reuse: bool = False,
     bounds: dict[str, np.ndarray] | None = None,
 ) -> tuple[list[compare.Report], dict[str, np.ndarray]]:
     """Judge each output in `got` (o must be there; the others where present); returns the
-    reports and the float64 reference. large_logits: FlashAttention's overflow factors.
-    reuse: take the reference and baselines from REFERENCE_CACHE (read-only arrays).
-    bounds: a dict to fill with each judged output's bound per element
+    reports and the float64 reference. large_scores: FlashAttention's overflow factors
+    (Case.large_scores). reuse: take the reference and baselines from REFERENCE_CACHE
+    (read-only arrays). bounds: a dict to fill with each judged output's bound per element
     (compare.element_bounds)."""
     ref64, base, terms = REFERENCE_CACHE.get(cfg, x) if reuse else expected(cfg, x)
-    factors = compare.OVERFLOW_FACTORS if large_logits else compare.FACTORS
+    factors = compare.OVERFLOW_FACTORS if large_scores else compare.FACTORS
     reports = [
         compare.judge(
             n,

@@ -294,7 +294,7 @@ def _verify(session, variants, seq, dims, causals, heads, args) -> list[dict]:
                 cfg = _config(args, heads, seq, d, causal)
                 x = make_inputs(cfg, seed=1, logits=args.logits, mask=args.mask)
                 large = args.logits != "normal"
-                res = verify_variant(session, v, cfg, x, args.shaders, large_logits=large)
+                res = verify_variant(session, v, cfg, x, args.shaders, large_scores=large)
                 out.append(res)
                 verdict = "PASS" if res["passed"] else "FAIL"
                 print(f"# verify {v.name} seq {seq} D {d} causal {causal}: {verdict}")

@@ -20,7 +20,7 @@ from ...config import AttentionConfig
 from ...kernels import Variant
 from ...timing import TimingPlan
 from ..judge import reference
-from ..judge.inputs import make_mask, scale_logits
+from ..judge.inputs import draw_tensors
 from ..judge.verdict import judge_outputs
 from ..paths import SHADER_DIR, shader_sources
 from ..runtimes.sessions import Session
@@ -58,15 +58,10 @@ MASKS = ("none", "keypad", "full")
 def make_inputs(
     cfg: AttentionConfig, seed: int = 0, logits: str = "normal", mask: str = "none"
 ) -> dict[str, np.ndarray]:
+    """The benchmark's tensors: the matrix's draw (inputs.draw_tensors) from `seed`."""
     rng = np.random.default_rng(seed)
-    shapes = cfg.shapes()
-    x = {n: rng.standard_normal(shapes[n], dtype=np.float32) for n in ("q", "d_out", "k", "v")}
-    scale_logits(x, cfg, rng, large=logits == "big", shifted=logits == "shifted")
-    if cfg.mask_shape is not None:
-        x["mask"] = make_mask(mask, cfg, rng)
-    if cfg.alibi_shape is not None:  # the matrix's draw (judge/inputs.py)
-        x["alibi_slopes"] = rng.random(cfg.alibi_shape, dtype=np.float32) * np.float32(0.3)
-    return x
+    large, shifted = logits == "big", logits == "shifted"
+    return draw_tensors(cfg, rng, mask=mask, large=large, shifted=shifted)
 
 
 # ---- WebGPU variants ---------------------------------------------------------------
@@ -109,15 +104,15 @@ def verify_variant(
     cfg: AttentionConfig,
     x,
     shaders: Path = SHADER_DIR,
-    large_logits: bool = False,
+    large_scores: bool = False,
 ) -> dict:
-    """Judge a run against the float64 reference, as the test suite does (large_logits:
+    """Judge a run against the float64 reference, as the test suite does (large_scores:
     with the overflow test's factors, as for --logits big or shifted). The backward runs
     twice on the same buffers and must give the same bits both times, as in the matrix's
     repeated-backward cases: a kernel that adds onto the last run's partial sums fails."""
     sources = shader_sources(shaders)
     reply = run_on(session, cfg, x, sources=sources, backward_runs=2, variant=variant.name)
-    reports, _ = judge_outputs(cfg, x, reply["arrays"], large_logits=large_logits)
+    reports, _ = judge_outputs(cfg, x, reply["arrays"], large_scores=large_scores)
     digests = reply.get("backward_digests", [])
     same = len(digests) == 2 and digests[0] == digests[1]
     twice = "the same bits" if same else "FAIL: the bits differ"
