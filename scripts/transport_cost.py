@@ -1,9 +1,10 @@
 """What a case's tensors cost on their way between the host and a session: run_on's wall
-time against the service's own, the tensors as bytes beside the JSON (the native sessions'
-way, HarnessService.call_blobs) and as base64 (the session's takes_blobs switched off).
+time against the service's own, the tensors as bytes beside the JSON (every session's way
+since the pages' exchange: HarnessService.call_blobs) and as base64 (the session's
+takes_blobs switched off).
 
-    python3 scripts/transport_cost.py [--runtime wgpu,dawn] [--seq 4096] [--seq-k 4096]
-        [--heads 16] [--head-dim 128] [--variant fast] [--runs 2]
+    python3 scripts/transport_cost.py [--runtime wgpu,dawn,node,chromium,firefox]
+        [--seq 4096] [--seq-k 4096] [--heads 16] [--head-dim 128] [--variant fast] [--runs 2]
 
 Prints per run: the wall time of run_on, the service's own time (service_total_ms: from
 the request's arrival to the outputs, decoding base64 included) and the difference. The
@@ -19,12 +20,14 @@ import numpy as np
 
 from py_harness.config import AttentionConfig
 from py_harness.host.runtimes.registry import runtime
+from py_harness.host.serving.build_wheel import build
+from py_harness.host.serving.server import start_server, stop
 from py_harness.host.wire import run_on
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runtime", default="wgpu,dawn", help="native runtimes")
+    parser.add_argument("--runtime", default="wgpu,dawn", help="comma-separated runtimes")
     parser.add_argument("--seq", type=int, default=4096)
     parser.add_argument("--seq-k", type=int, default=4096)
     parser.add_argument("--heads", type=int, default=16)
@@ -40,14 +43,24 @@ def main() -> None:
         for n, r in rows.items()
     }
     print(f"inputs {sum(a.nbytes for a in x.values()) / 2**20:.1f} MB", flush=True)
-    for name in args.runtime.split(","):
-        rt = runtime(name)
-        why = rt.missing() or ("a page runtime: base64 only" if rt.needs_server else None)
-        if why:
-            print(f"{name}: skipped: {why}")
-            continue
-        with rt.launch() as launched:
-            session = launched.new_session("")
+    build(log=lambda _msg: None)  # the pages' and Node's wheel
+    server, base_url = start_server()
+    try:
+        for name in args.runtime.split(","):
+            measure(name, base_url, cfg, x, args)
+    finally:
+        stop(server)
+
+
+def measure(name: str, base_url: str, cfg: AttentionConfig, x: dict, args) -> None:  # noqa: ANN001
+    rt = runtime(name)
+    why = rt.missing()
+    if why:
+        print(f"{name}: skipped: {why}")
+        return
+    with rt.launch() as launched:
+        session = launched.new_session(base_url if rt.needs_server else "")
+        try:
             takes_blobs = session.takes_blobs
             for _ in range(args.runs):
                 for blobs in (takes_blobs, False) if takes_blobs else (False,):
@@ -62,6 +75,7 @@ def main() -> None:
                         f"transport {wall - own:.1f} ms",
                         flush=True,
                     )
+        finally:
             launched.close_session(session)
 
 

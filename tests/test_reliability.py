@@ -8,14 +8,20 @@ import contextlib
 import numpy as np
 import pytest
 
-from py_harness.host import paths
+from py_harness.host import paths, variants
 from py_harness.host.engine import evaluate
 from py_harness.host.judge.cases import CONTROL, Case
 from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.runtimes import exchange, sessions
-from py_harness.host.runtimes.sessions import BrowserSession, PageError, Session
+from py_harness.host.runtimes.sessions import (
+    BrowserSession,
+    PageError,
+    PageSession,
+    Session,
+    staged_blobs,
+)
 from py_harness.host.serving import snapshot
-from py_harness.host.wire import run_on
+from py_harness.host.wire import run_on, tensor_blobs
 
 # Its tests crash, hang and rewire their sessions: none is handed to the next module.
 pytestmark = [pytest.mark.browser, pytest.mark.harness_private]
@@ -109,6 +115,43 @@ def test_a_large_request_goes_by_fetch_and_a_lost_one_fails_clearly(
         "(url) => window.runHarnessFrom('ping', url)", harness._base_url + exchange.PREFIX + "gone"
     )
     assert status == "error" and "did not arrive" in message and "HTTP 404" in message
+
+
+def test_tensors_go_as_bytes_both_ways_and_a_lost_frame_fails_clearly(
+    harness: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page this process serves fetches a case's tensors as one frame of bytes and POSTs
+    its outputs back as another (exchange.py); a request or reply slot that is gone fails
+    the call with what went missing."""
+    if not isinstance(harness, PageSession):
+        pytest.skip("only a page fetches its tensors and posts its outputs")
+    assert harness.takes_blobs, "the plugin's pages come from a server in this process"
+    box = exchange.for_url(harness._base_url)
+    assert box is not None
+    delivered: list[int] = []
+    deliver = box.deliver
+    monkeypatch.setattr(box, "deliver", lambda p, b: delivered.append(len(b)) or deliver(p, b))
+    result = evaluate(SMALL, harness)
+    assert result.passed, result.failures()
+    outputs = sum(a.nbytes for a in result.outputs.values())
+    assert len(delivered) == 1 and outputs < delivered[0] < outputs + 2**16
+    assert box.waiting() == 0
+    gone = harness._base_url + exchange.PREFIX + "gone"
+    with pytest.raises(PageError, match="the request did not arrive: .*HTTP 404"):
+        harness._run("run_case", "runHarnessExchange", gone, gone)
+    cfg, x = SMALL.config(), make_inputs(SMALL)
+    request = {
+        "config": cfg.to_dict(),
+        "sources": variants.sources("seed"),
+        "variant": "seed",
+        "tensors": {n: i for i, n in enumerate(x)},
+    }
+    with staged_blobs(harness._base_url, request, tensor_blobs(x.values())) as staged:
+        box.collect(staged.reply_url.removeprefix(harness._base_url))  # the slot closes
+        with pytest.raises(PageError, match="the reply did not go back: POST .*HTTP 404"):
+            harness._run("run_case", "runHarnessExchange", staged.request_url, staged.reply_url)
+    assert box.waiting() == 0
+    assert evaluate(SMALL, harness).passed  # and the page goes on
 
 
 def test_hung_page_fails_that_call_and_the_next_gets_a_fresh_page(harness: Session) -> None:

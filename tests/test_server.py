@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import http.client
+import json
 import socket
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from py_harness.host import paths
@@ -195,14 +197,57 @@ def test_an_exchange_body_is_served_once_to_a_get(base_url: str) -> None:
     assert box.waiting() == 0
 
 
-def test_nothing_can_be_posted_to_the_exchange(base_url: str) -> None:
+def post(
+    base_url: str, path: str, body: bytes, ctype: str = "application/octet-stream"
+) -> tuple[int, bytes]:
     host, port = base_url.removeprefix("http://").rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=10)
     try:
-        conn.request("POST", exchange.PREFIX + "x", body=b"{}")
-        assert conn.getresponse().status == 405
+        conn.request("POST", path, body=body, headers={"Content-Type": ctype})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
     finally:
         conn.close()
+
+
+def test_a_reply_slot_takes_one_post_of_its_room(base_url: str) -> None:
+    box = exchange.for_url(base_url)
+    assert box is not None
+    frame = exchange.pack('{"ok": 1}', [b"\x01\x02\x03\x04"])
+    slot = box.expect(len(frame))
+    assert post(base_url, slot, frame, "application/json")[0] == 415
+    assert post(base_url, slot, frame + b"x")[0] == 413  # over its room: refused unread
+    assert fetch(base_url, slot)[0] == 404  # a slot is no body to GET
+    assert post(base_url, slot, frame) == (200, b'{"received": %d}' % len(frame))
+    assert post(base_url, slot, frame)[0] == 404  # filled: one POST only
+    assert box.collect(slot) == frame and box.collect(slot) is None
+    assert post(base_url, exchange.PREFIX + "made-up-token", b"")[0] == 404
+    # A body waiting for its GET takes no POST, and is still there after one.
+    path = box.put(b"{}")
+    assert post(base_url, path, b"{}")[0] == 404
+    assert fetch(base_url, path)[0] == 200 and box.waiting() == 0
+
+
+def test_frames_carry_text_and_blobs_aligned_and_refuse_what_is_torn() -> None:
+    blobs = [b"", b"\x00" * 4, np.arange(3, dtype="<f4").tobytes(), b"abcdefgh"]
+    for text in ("{}", '{"a": "\u00e9"}', "[1, 2, 3]"):
+        frame = exchange.pack(text, blobs)
+        got_text, got = exchange.unpack(frame)
+        assert json.loads(got_text) == json.loads(text)
+        assert [bytes(b) for b in got] == blobs
+        assert all(b.obj is frame for b in got)  # views of the frame, not copies
+        # every blob starts 4-aligned in the frame (f32 views need no copy)
+        starts = [len(frame) - sum(len(x) for x in blobs[i:]) for i in range(len(blobs))]
+        assert all(s % exchange.FRAME_ALIGN == 0 for s in starts)
+    frame = exchange.pack("{}", blobs)
+    for torn, why in (
+        (frame[:5], "at least 8 bytes"),
+        (frame[:-1], "does not hold"),
+        (frame + b"\x00", "does not hold"),
+        (b"\x00\x00\x00\x00\xff\xff\x00\x00", "cannot list"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            exchange.unpack(torn)
 
 
 def test_a_stopped_server_has_no_exchange(site: Path) -> None:

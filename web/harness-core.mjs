@@ -148,6 +148,66 @@ export function makeVariantRefusal(booting) {
   };
 }
 
+// A JSON text and blobs (Uint8Arrays) as one frame, as py_harness/host/runtimes/exchange.py
+// packs them: u32 text length, u32 blob count, a u32 length per blob (little-endian), the
+// text padded with spaces to 4 bytes, the blobs. packFrame gives a Blob (no copy here).
+const FRAME_ALIGN = 4;
+
+export function packFrame(text, blobs) {
+  const raw = new TextEncoder().encode(text);
+  const headBytes = 8 + 4 * blobs.length;
+  const pad = (FRAME_ALIGN - ((headBytes + raw.length) % FRAME_ALIGN)) % FRAME_ALIGN;
+  const head = new DataView(new ArrayBuffer(headBytes));
+  head.setUint32(0, raw.length + pad, true);
+  head.setUint32(4, blobs.length, true);
+  blobs.forEach((b, i) => head.setUint32(8 + 4 * i, b.byteLength, true));
+  return new Blob([head, raw, " ".repeat(pad), ...blobs]);
+}
+
+// [text, blobs as Uint8Array views of buffer]; throws when buffer is no frame.
+export function unpackFrame(buffer) {
+  const view = new DataView(buffer);
+  if (buffer.byteLength < 8) throw new Error(`a frame has at least 8 bytes, got ${buffer.byteLength}`);
+  const textLength = view.getUint32(0, true);
+  const count = view.getUint32(4, true);
+  let at = 8 + 4 * count;
+  if (at > buffer.byteLength) throw new Error(`a frame of ${buffer.byteLength} bytes cannot list ${count} blobs`);
+  const sizes = Array.from({ length: count }, (_, i) => view.getUint32(8 + 4 * i, true));
+  if (at + textLength + sizes.reduce((a, b) => a + b, 0) !== buffer.byteLength) {
+    throw new Error(`a frame of ${buffer.byteLength} bytes does not hold its text and blobs`);
+  }
+  const text = new TextDecoder().decode(new Uint8Array(buffer, at, textLength));
+  at += textLength;
+  const blobs = sizes.map((size) => {
+    const blob = new Uint8Array(buffer, at, size);
+    at += size;
+    return blob;
+  });
+  return [text, blobs];
+}
+
+// runHarnessBlobs(entry, requestJson, blobs) -> [status, [replyJson, blobs] | message,
+// stack]: an entry that takes tensors (the service's BLOB_ENTRIES) with them as
+// Uint8Arrays beside the JSON (py_harness.page.call_blobs); never rejects.
+export function makeRunHarnessBlobs(booting) {
+  return async (entry, requestJson, blobs) => {
+    try {
+      const { page } = await booting;
+      if (typeof entry !== "string" || !ENTRY_RE.test(entry)) {
+        throw new Error(`invalid entry name ${JSON.stringify(entry)}`);
+      }
+      const fn = page.call_blobs;
+      try {
+        return ["ok", await fn(entry, requestJson, blobs), null];
+      } finally {
+        fn.destroy();
+      }
+    } catch (err) {
+      return ["error", String(err?.message ?? err), err?.stack ?? null];
+    }
+  };
+}
+
 // runHarness(entry, requestJson) -> [status, value, stack]; never rejects.
 export function makeRunHarness(booting) {
   return async (entry, requestJson) => {

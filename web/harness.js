@@ -5,12 +5,22 @@
 //       (harness-core.mjs says what they hold)
 //   window.runHarnessFrom(entry, url) -> the same, with the request JSON fetched from url:
 //       how the host sends large requests (py_harness/host/runtimes/exchange.py)
+//   window.runHarnessExchange(entry, requestUrl, replyUrl) -> [status, "", stack]: an entry
+//       with tensors, its request a frame of JSON and bytes fetched from requestUrl, its
+//       reply (JSON and the outputs' bytes) POSTed as a frame to replyUrl (exchange.py)
 //   window.harnessTimings {pyodideLoadMs, packageLoadMs, importMs, totalMs, readyAtMs,
 //       snapshot: whether Pyodide started from build/dist/pyodide-snapshot.bin}
 //   window.variantRefusal(variant, configJson) -> JSON {refusal, feature}: why a built-in
 //       variant cannot run the config (harness-core.mjs), asked before a run
 
-import { bootHarness, makeRunHarness, makeVariantRefusal } from "./harness-core.mjs";
+import {
+  bootHarness,
+  makeRunHarness,
+  makeRunHarnessBlobs,
+  makeVariantRefusal,
+  packFrame,
+  unpackFrame,
+} from "./harness-core.mjs";
 
 const BUILD_HINT = "Build it with: python -m py_harness.host.serving.build_wheel (the server does).";
 
@@ -76,5 +86,36 @@ window.runHarnessFrom = async (entry, url) => {
     return ["error", `the request did not arrive: ${err?.message ?? err}`, err?.stack ?? null];
   }
   return window.runHarness(entry, requestJson);
+};
+const runHarnessBlobs = makeRunHarnessBlobs(booting);
+window.runHarnessExchange = async (entry, requestUrl, replyUrl) => {
+  let request;
+  try {
+    const resp = await fetch(requestUrl, { cache: "no-store" });
+    if (!resp.ok) {
+      throw new Error(`GET ${new URL(requestUrl).pathname}: HTTP ${resp.status}`);
+    }
+    request = unpackFrame(await resp.arrayBuffer());
+  } catch (err) {
+    return ["error", `the request did not arrive: ${err?.message ?? err}`, err?.stack ?? null];
+  }
+  const [status, value, stack] = await runHarnessBlobs(entry, ...request);
+  if (status !== "ok") {
+    return [status, value, stack];
+  }
+  try {
+    const resp = await fetch(replyUrl, {
+      method: "POST",
+      headers: { "Content-Type": "application/octet-stream" },
+      body: packFrame(...value),
+      cache: "no-store",
+    });
+    if (!resp.ok) {
+      throw new Error(`POST ${new URL(replyUrl).pathname}: HTTP ${resp.status} ${await resp.text()}`);
+    }
+  } catch (err) {
+    return ["error", `the reply did not go back: ${err?.message ?? err}`, err?.stack ?? null];
+  }
+  return ["ok", "", null];
 };
 window.variantRefusal = makeVariantRefusal(booting);

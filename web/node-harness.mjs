@@ -4,16 +4,18 @@
 // over stdin / stdout (py_harness/host/runtimes/workers.py):
 //   in:  [id, entry, requestJson]            one per line
 //   out: "\x1e" + [id, status, value, stack]  one per line; id null: the ready line
+// and for an entry with tensors (run_case, time_case), their bytes after the line:
+//   in:  [id, entry, requestJson, [n1, ...]]  then n1 + ... bytes
+//   out: "\x1e" + [id, "ok", replyJson, null, [n1, ...]]  then the outputs' n1 + ... bytes
 // Everything else (Python's print, Dawn's warnings) goes to stderr.
 //   node web/node-harness.mjs [dawn option ...]   e.g. backend=vulkan
 
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { createInterface } from "node:readline";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
-import { bootHarness, makeRunHarness } from "./harness-core.mjs";
+import { bootHarness, makeRunHarness, makeRunHarnessBlobs } from "./harness-core.mjs";
 
 const ROOT = new URL("..", import.meta.url);
 const path = (rel) => fileURLToPath(new URL(rel, ROOT));
@@ -137,11 +139,79 @@ try {
 }
 say([null, "ok", JSON.stringify(booted.timings), null]);
 
-const runHarness = makeRunHarness(Promise.resolve(booted.loaded));
+// stdin as lines and the bytes after them. Chunks are joined once per take, so a blob of
+// many chunks is copied once.
+function byteReader(stream) {
+  let chunks = [];
+  let size = 0;
+  let ended = false;
+  let wake = null;
+  const more = () => new Promise((resolve) => (wake = resolve));
+  const woken = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  stream.on("data", (chunk) => {
+    chunks.push(chunk);
+    size += chunk.length;
+    woken();
+  });
+  stream.on("end", () => {
+    ended = true;
+    woken();
+  });
+  const take = (n) => {
+    const all = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+    chunks = n < all.length ? [all.subarray(n)] : [];
+    size -= n;
+    return all.subarray(0, n);
+  };
+  return {
+    async line() {
+      for (;;) {
+        let seen = 0;
+        for (const chunk of chunks) {
+          const at = chunk.indexOf(10);
+          if (at >= 0) return take(seen + at + 1).toString("utf8", 0, seen + at);
+          seen += chunk.length;
+        }
+        if (ended) return null;
+        await more();
+      }
+    },
+    async bytes(n) {
+      while (size < n) {
+        if (ended) throw new Error(`stdin ended ${n - size} bytes short of a blob`);
+        await more();
+      }
+      const blob = take(n); // a Buffer, which Pyodide does not take: a plain view of it
+      return new Uint8Array(blob.buffer, blob.byteOffset, blob.byteLength);
+    },
+  };
+}
+
+const loaded = Promise.resolve(booted.loaded);
+const runHarness = makeRunHarness(loaded);
+const runHarnessBlobs = makeRunHarnessBlobs(loaded);
+const input = byteReader(process.stdin);
 // One call at a time, in order: the service holds one device and expects no overlap.
-for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+for (let line; (line = await input.line()) !== null; ) {
   if (!line.trim()) continue;
-  const [id, entry, requestJson] = JSON.parse(line);
-  say([id, ...(await runHarness(entry, requestJson))]);
+  const [id, entry, requestJson, lengths] = JSON.parse(line);
+  if (lengths === undefined) {
+    say([id, ...(await runHarness(entry, requestJson))]);
+    continue;
+  }
+  const blobs = [];
+  for (const n of lengths) blobs.push(await input.bytes(n));
+  const [status, value, stack] = await runHarnessBlobs(entry, requestJson, blobs);
+  if (status !== "ok") {
+    say([id, status, value, stack]);
+    continue;
+  }
+  const [reply, outputs] = value;
+  say([id, "ok", reply, null, outputs.map((b) => b.byteLength)]);
+  for (const blob of outputs) process.stdout.write(blob);
 }
 process.exit(0);

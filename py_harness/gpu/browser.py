@@ -229,6 +229,22 @@ async def request_device(power_preference: str = "high-performance") -> BrowserD
     return BrowserDevice(adapter, device, info)
 
 
+def bytes_from_js(blobs: Any) -> list[bytes]:
+    """JS Uint8Arrays (a request's tensors) as bytes: one copy each into Python's memory."""
+    return [blob.to_bytes() for blob in blobs]
+
+
+def reply_to_js(reply: str, blobs: list[Bytes]) -> Any:
+    """(reply JSON, blobs) as the JS array [reply, [Uint8Array, ...]], each blob copied
+    once out of Python's memory (a view of it would die when that memory grows)."""
+    arrays = js.Array.new()
+    for blob in blobs:
+        array = js.Uint8Array.new(memoryview(blob).nbytes)
+        array.assign(blob)
+        arrays.push(array)
+    return js.Array.of(reply, arrays)
+
+
 async def fetch_text(url: str) -> str:
     response = await js.fetch(url)
     if not response.ok:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .bidi import BidiConnection, BidiError
-from .sessions import HARNESS_PAGE, PageError, _AdapterName
+from .sessions import HARNESS_PAGE, PageError, PageSession
 
 FIREFOX_PATH = os.environ.get("HARNESS_FIREFOX", "/usr/bin/firefox-esr")
 INSTALL_HINT = (
@@ -108,7 +108,7 @@ class FirefoxBrowser:
         session.close()
 
 
-class FirefoxSession(_AdapterName):
+class FirefoxSession(PageSession):
     """A harness page in a Firefox tab; the same call() contract as BrowserSession.
 
     As there, a call that hangs past the timeout, or whose tab dies, fails alone: the tab
@@ -126,6 +126,7 @@ class FirefoxSession(_AdapterName):
         self.timeout_s = timeout_s
         self.pages_opened = 0
         self._base_url = base_url
+        self.takes_blobs = self._serves_blobs()
         self.context: str | None = None
         self._open()
 
@@ -163,12 +164,12 @@ class FirefoxSession(_AdapterName):
         text = self.bidi.call_function(self.context, wrapped, *args, timeout_s=self.timeout_s)
         return None if text is None else json.loads(text)  # JSON.stringify(undefined)
 
-    def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
+    def _run(self, entry: str, function: str, *args: str | None) -> str:
         if self.context is None:
             self._open()
         try:
             status, value, stack = self._eval(
-                "(entry, request) => window.runHarness(entry, request)", entry, json.dumps(request)
+                "(fn, ...args) => window[fn](...args)", function, entry, *args
             )
         except (TimeoutError, BidiError, ConnectionError) as exc:
             what = (
@@ -180,7 +181,7 @@ class FirefoxSession(_AdapterName):
             raise PageError(entry, f"the page {what}: {exc}", None) from None
         if status != "ok":
             raise PageError(entry, value, stack)
-        return json.loads(value)
+        return value
 
     def adapter_name(self) -> str:
         """adapter.info is empty in Firefox: 'firefox/wgpu' plus the adapter wgpu logged."""

@@ -196,16 +196,14 @@ def _dawn_driver_missing() -> str | None:
 
 
 class _Workers:
-    """Sessions in child processes, each started with the same command."""
+    """Sessions in child processes, each started with the same command; both children
+    (Dawn's native worker, Node) take a case's tensors as bytes (workers.py)."""
 
-    def __init__(
-        self, command: list[str], runtime: str, env: dict[str, str], takes_blobs: bool = False
-    ) -> None:
+    def __init__(self, command: list[str], runtime: str, env: dict[str, str]) -> None:
         self.command, self.runtime, self.env = command, runtime, env
-        self.takes_blobs = takes_blobs
 
     def new_session(self, base_url: str) -> Session:
-        return WorkerSession(self.command, self.runtime, self.env, takes_blobs=self.takes_blobs)
+        return WorkerSession(self.command, self.runtime, self.env, takes_blobs=True)
 
     def close_session(self, session: Session) -> None:
         session.close()  # type: ignore[attr-defined]
@@ -229,7 +227,7 @@ class Dawn:
     @contextlib.contextmanager
     def launch(self, **options: Any) -> Iterator[Launched]:
         command = [sys.executable, "-m", "py_harness.host.runtimes.native_worker", "dawn"]
-        yield _Workers(command, self.name, dawn_environment(), takes_blobs=True)
+        yield _Workers(command, self.name, dawn_environment())
 
 
 NODE_HARNESS = paths.WEB_DIR / "node-harness.mjs"

@@ -11,7 +11,8 @@ import contextlib
 import itertools
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import paths
@@ -26,6 +27,9 @@ HARNESS_PAGE = "/web/harness.html"
 # (exchange.py); shorter ones, and every request to a page served elsewhere, as an
 # argument of the automation protocol's call.
 INLINE_REQUEST_MAX = 256 * 2**10
+# A page's reply frame may hold the request's bytes (a case's outputs are the sizes of
+# its q, k, v and d_out) and this much more: the reply's JSON.
+REPLY_TEXT_MAX = 2**20
 
 
 class PageError(RuntimeError):
@@ -98,7 +102,79 @@ def staged_request(base_url: str, request_json: str) -> Iterator[tuple[str | Non
         box.take(path)
 
 
-class BrowserSession(_AdapterName):
+@dataclass
+class StagedBlobs:
+    """One call's request frame waiting at request_url and its reply slot at reply_url."""
+
+    request_url: str
+    reply_url: str
+    _box: exchange.Exchange
+    _reply_path: str
+
+    def reply(self, entry: str) -> tuple[dict[str, Any], list[memoryview]]:
+        """The reply the page POSTed: (its JSON, its blobs)."""
+        body = self._box.collect(self._reply_path)
+        if body is None:
+            raise PageError(entry, "the page answered but posted no reply", None)
+        try:
+            text, blobs = exchange.unpack(body)
+        except ValueError as exc:
+            raise PageError(entry, f"the page's reply is no frame: {exc}", None) from None
+        return json.loads(text), blobs
+
+
+@contextlib.contextmanager
+def staged_blobs(
+    base_url: str, request: dict[str, Any], blobs: Sequence[Bytes]
+) -> Iterator[StagedBlobs]:
+    """The request and its tensors as one frame for the page to fetch (once), and a slot
+    for its reply frame (one POST, of at most the request's size and REPLY_TEXT_MAX);
+    both dropped on exit. For a page that this process's server serves."""
+    box = exchange.for_url(base_url)
+    if box is None:
+        raise ValueError(f"{base_url} is not served by this process: its pages take no blobs")
+    body = exchange.pack(json.dumps(request), blobs)
+    request_path = box.put(body, "application/octet-stream")
+    reply_path = box.expect(len(body) + REPLY_TEXT_MAX)
+    try:
+        yield StagedBlobs(base_url + request_path, base_url + reply_path, box, reply_path)
+    finally:
+        box.take(request_path)
+        box.collect(reply_path)
+
+
+class PageSession(_AdapterName):
+    """What the browsers' sessions share: a call runs window[function](entry, ...args) in
+    the page (web/harness.js), which answers [status, value, stack]; `_run`, each
+    browser's own, gets it there. Where this process's server serves the page, a large
+    request goes by fetch (staged_request) and a case's tensors as bytes both ways
+    (call_blobs: the page fetches them and POSTs its outputs back)."""
+
+    _base_url: str
+
+    def _serves_blobs(self) -> bool:
+        return exchange.for_url(self._base_url) is not None
+
+    def _run(self, entry: str, function: str, *args: str | None) -> str:
+        """window[function](entry, *args)'s value; an error there raises PageError."""
+        raise NotImplementedError
+
+    def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
+        with staged_request(self._base_url, json.dumps(request)) as (inline, url):
+            if url is None:
+                return json.loads(self._run(entry, "runHarness", inline))
+            return json.loads(self._run(entry, "runHarnessFrom", url))
+
+    def call_blobs(
+        self, entry: str, request: dict[str, Any], blobs: Sequence[Bytes]
+    ) -> tuple[dict[str, Any], list[memoryview]]:
+        """The entry with the tensors as bytes beside the JSON (wire.Caller)."""
+        with staged_blobs(self._base_url, request, blobs) as staged:
+            self._run(entry, "runHarnessExchange", staged.request_url, staged.reply_url)
+            return staged.reply(entry)
+
+
+class BrowserSession(PageSession):
     """A harness page in a Playwright browser.
 
     A page that crashes, or hangs past the per-call timeout, fails that call alone: it is
@@ -117,6 +193,7 @@ class BrowserSession(_AdapterName):
         self.pages_opened = 0
         self._new_page = new_page
         self._base_url = base_url
+        self.takes_blobs = self._serves_blobs()
         self._calls = itertools.count()
         self.page: Any = None
         self._open()
@@ -146,7 +223,7 @@ class BrowserSession(_AdapterName):
                 self.page.close()
             self.page = None
 
-    def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
+    def _run(self, entry: str, function: str, *args: str | None) -> str:
         from playwright.sync_api import Error as PlaywrightError
 
         if self.page is None or self._crashed:
@@ -157,24 +234,20 @@ class BrowserSession(_AdapterName):
             # One wait_for_function both starts the call (on its first poll) and waits for
             # the result: Playwright enforces its timeout from outside the page, so a page
             # stuck in a loop cannot hang the host (a plain evaluate would wait forever).
-            with staged_request(self._base_url, json.dumps(request)) as (inline, url):
-                handle = self.page.wait_for_function(
-                    """([id, entry, request, url]) => {
-                        const calls = (window.__calls ||= {});
-                        if (!(id in calls)) {
-                            calls[id] = null;
-                            const run = url === null
-                                ? window.runHarness(entry, request)
-                                : window.runHarnessFrom(entry, url);
-                            run.then((r) => { calls[id] = r; });
-                        }
-                        return calls[id];
-                    }""",
-                    arg=[call_id, entry, inline, url],
-                    timeout=self.timeout_s * 1e3,
-                    polling=20,
-                )
-                status, value, stack = handle.json_value()
+            handle = self.page.wait_for_function(
+                """([id, fn, args]) => {
+                    const calls = (window.__calls ||= {});
+                    if (!(id in calls)) {
+                        calls[id] = null;
+                        window[fn](...args).then((r) => { calls[id] = r; });
+                    }
+                    return calls[id];
+                }""",
+                arg=[call_id, function, [entry, *args]],
+                timeout=self.timeout_s * 1e3,
+                polling=20,
+            )
+            status, value, stack = handle.json_value()
             self.page.evaluate("(id) => { delete window.__calls[id]; }", call_id)
         except PlaywrightError as exc:
             what = "crashed" if self._crashed else "did not answer"
@@ -184,7 +257,7 @@ class BrowserSession(_AdapterName):
             raise PageError(entry, f"the page {what}: {exc}", None) from None
         if status != "ok":
             raise PageError(entry, value, stack)
-        return json.loads(value)
+        return value
 
 
 class NativeSession(_AdapterName):

@@ -11,7 +11,7 @@ One JSON document per line:
   child -> host:  RS [id, status, value, stack]   (RS = "\\x1e"; id null: the ready line)
 The child's first protocol line says whether it started; lines without RS are its
 chatter (Pyodide's print, Dawn's warnings) and are kept only for error messages.
-A child that takes blobs (the native worker; HarnessService.run_case_blobs) also reads
+A child that takes blobs (both do; HarnessService.call_blobs) also reads
   host -> child:  [id, entry, request_json, [n1, n2, ...]] and then n1 + n2 + ... bytes
   child -> host:  RS [id, status, value, stack, [n1, ...]] and then those bytes
 so that tensors cross as bytes, not as base64 inside JSON inside JSON: 128 MB of outputs

@@ -4,10 +4,12 @@ origin (docs/serving.md has the table). server.py asks check_head before reading
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import h11
 
+from ..runtimes.exchange import PREFIX as EXCHANGE_PREFIX
 from .limits import Limits
 from .static import NO_STORE
 
@@ -31,6 +33,8 @@ ALLOWED_METHODS = b"GET, HEAD, POST"
 KNOWN_METHODS = {b"OPTIONS", b"PUT", b"DELETE", b"PATCH", b"TRACE", b"CONNECT"}
 # POST bodies: JSON in UTF-8 (json.loads would guess other encodings; the page sends UTF-8).
 JSON_TYPES = (b"application/json", b"application/json; charset=utf-8")
+# POST bodies to a session's reply slot (runtimes/exchange.py): its frame of bytes.
+FRAME_TYPES = (b"application/octet-stream",)
 
 
 @dataclass
@@ -57,8 +61,14 @@ def error(
     return Reply(status, body, headers=headers or [], close=close)
 
 
-def check_head(request: h11.Request, allowed_hosts: frozenset[str], limits: Limits) -> Reply | None:
-    """A refusal for anything wrong with the request's head, or None."""
+def check_head(
+    request: h11.Request,
+    allowed_hosts: frozenset[str],
+    limits: Limits,
+    reply_room: Callable[[str], int | None] = lambda _path: None,
+) -> Reply | None:
+    """A refusal for anything wrong with the request's head, or None. reply_room: the
+    bytes an /exchange/ reply slot takes at a path (None: no empty slot there)."""
     if len(request.target) > MAX_TARGET:
         return error(414, f"request target over {MAX_TARGET} bytes", close=True)
     if len(request.headers) > MAX_HEADERS:
@@ -93,22 +103,35 @@ def check_head(request: h11.Request, allowed_hosts: frozenset[str], limits: Limi
         )
     if method != b"POST":
         return error(400, f"{method.decode()} takes no body", close=True) if has_body else None
-    if not request.target.startswith(b"/api/"):
-        return error(405, "POST is only for /api/", close=True, headers=[(b"Allow", b"GET, HEAD")])
+    to_slot = request.target.startswith(EXCHANGE_PREFIX.encode())
+    if not (request.target.startswith(b"/api/") or to_slot):
+        return error(
+            405,
+            "POST is only for /api/ (and a session's reply slots)",
+            close=True,
+            headers=[(b"Allow", b"GET, HEAD")],
+        )
     if b"transfer-encoding" in headers or b"content-length" not in headers:
         return error(411, "POST needs a Content-Length header (no chunked bodies)", close=True)
     length = int(headers[b"content-length"][0])  # h11 checked: ASCII digits, at most 20
-    if length > limits.max_body:
+    if to_slot:
+        room = reply_room(request.target.decode("ascii", "replace"))
+        if room is None:
+            return error(404, "Not Found: no reply is awaited here", close=True)
+        limit, flag, types = room, "(this call's reply)", FRAME_TYPES
+    else:
+        limit, flag, types = limits.max_body, "(python server.py --max-body-mb N)", JSON_TYPES
+    if length > limit:
         # Answered without reading the body, and closed: the rest of it is never read.
         return error(
             413,
-            f"request body is {length} bytes; this server accepts at most "
-            f"{limits.max_body} (python server.py --max-body-mb N)",
+            f"request body is {length} bytes; this server accepts at most {limit} {flag}",
             close=True,
         )
     ctype = headers.get(b"content-type", [b""])[0].lower().replace(b" ", b"")
-    if ctype.replace(b";charset=", b"; charset=").replace(b'"', b"") not in JSON_TYPES:
-        return error(415, "POST bodies must be Content-Type: application/json", close=True)
+    if ctype.replace(b";charset=", b"; charset=").replace(b'"', b"") not in types:
+        want = types[0].decode()
+        return error(415, f"POST bodies here must be Content-Type: {want}", close=True)
     origin = headers.get(b"origin")
     if origin and origin_host(origin[0]) not in allowed_hosts:
         return error(

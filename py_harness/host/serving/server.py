@@ -3,7 +3,8 @@ line (`python server.py`, `py-harness serve`) is serve.py.
 
 Routes: /web/, /shaders/, /pyodide/, /dist/ (static.py: only the files the pages load);
 /api/ (api.py: the demo page's NumPy side); /exchange/ (runtimes/exchange.py: large requests from
-this process's sessions to their pages, each fetched once); / redirects to /web/index.html.
+this process's sessions to their pages, each fetched once, and the pages' replies, each
+POSTed once to a slot its session opened); / redirects to /web/index.html.
 
 Why not http.server: it holds a thread per connection with no deadline (20 slow and 20 idle
 clients each held one for 30 s), took Content-Length through str.isdigit ("²" raised) and
@@ -145,7 +146,7 @@ class HarnessServer:
             request = await self._next(conn, reader, deadline, started)
             if request is None:
                 return False
-            reply = check_head(request, self.allowed_hosts, self.limits)
+            reply = check_head(request, self.allowed_hosts, self.limits, self.exchange.room)
             if reply is None:
                 # Also for GET and HEAD (whose bodies _check refused): h11 must see the
                 # request's end before the connection can carry the next one.
@@ -244,13 +245,17 @@ class HarnessServer:
         if raw.startswith("/api/"):
             return await self._api(request.method.decode(), raw, query, body)
         if raw.startswith(exchange.PREFIX):
+            if request.method == b"POST":  # check_head found an empty slot of room enough
+                if not self.exchange.deliver(raw, body):
+                    return error(404, f"Not Found: {raw[:200]}")  # filled meanwhile
+                return Reply(200, b'{"received": %d}' % len(body))
             # HEAD must not use up the one GET.
             if request.method == b"HEAD":
                 return error(405, "HEAD is not served here", headers=[(b"Allow", b"GET")])
-            data = self.exchange.take(raw)
-            if data is None:
+            held = self.exchange.take(raw)
+            if held is None:
                 return error(404, f"Not Found: {raw[:200]}")
-            return Reply(200, data, "application/json")
+            return Reply(200, *held)
         status, route, path = resolve(self.routes, raw)
         if path is None:
             return error(status, f"{HTTPStatus(status).phrase}: {raw[:200]}")
