@@ -273,8 +273,8 @@ class Node:
 
 # In order of their cold start, which is the order "all" runs them in: the first verdict of
 # a run comes from the quickest. Command to first verdict, `check --variant seed --case
-# d64-sq128-sk128-b2-h4` on the 2-core CPU machine: wgpu 3.9-4.4 s, dawn 4.0-4.2, node
-# 5.3-5.8, firefox 8.2-9.2, chromium 9.4-10.7 (README).
+# d64-sq128-sk128-b2-h4` on the 2-core CPU machine (2026-12-06): wgpu 1.5-1.8 s, dawn 1.6,
+# node 2.3-2.4, firefox 3.9, chromium 3.7-3.8 (README); the last two are a tie.
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Wgpu(), Dawn(), Node(), Firefox(), Chromium())}
 
 
