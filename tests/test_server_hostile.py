@@ -308,6 +308,18 @@ KINDS = [
             b"Content-Length: 2\r\nTransfer-Encoding: identity\r\nConnection: close\r\n\r\n{}"
         ),
     ),
+    kind(  # reply slots (runtimes/exchange.py): only ones this process's sessions opened
+        "post-to-no-reply-slot",
+        404,
+        post("/exchange/made-up-token", b"\x00" * 8, ctype="application/octet-stream"),
+        post("/exchange/", OVER_LIMIT, ctype="text/plain;charset=UTF-8"),
+        raw(
+            b"POST /exchange/x HTTP/1.1\r\nHost: {host}\r\nContent-Type: "
+            b"application/octet-stream\r\nContent-Length: 1000000000000\r\n\r\n"
+        ),
+        mention=("no reply is awaited",),
+        closes=True,
+    ),
     # Finding 1 (the no-cors route): only application/json, only from allowed origins.
     kind(
         "content-type-not-json",
