@@ -154,6 +154,26 @@ def test_tensors_go_as_bytes_both_ways_and_a_lost_frame_fails_clearly(
     assert evaluate(SMALL, harness).passed  # and the page goes on
 
 
+def test_a_reply_twice_its_request_fits_its_slot(harness: Session) -> None:
+    """At head_dim 1 the LSE is as large as q, so a forward's outputs (o, LSE) are twice its
+    inputs' q: the page's reply slot takes them (a slot of the request's size plus 1 MiB
+    refused this reply with 413)."""
+    if not isinstance(harness, PageSession):
+        pytest.skip("only a page posts its outputs to a reply slot")
+    case = Case(1, 16640, 1, num_heads=32, num_kv_heads=1)  # q and the LSE 2.03 MiB each
+    cfg, x = case.config(), make_inputs(case)
+    request = {
+        "config": cfg.to_dict(),
+        "sources": variants.sources("seed"),
+        "variant": "seed",
+        "backward": False,
+        "tensors": {"q": 0, "k": 1, "v": 2},
+    }
+    reply, blobs = harness.call_blobs("run_case", request, tensor_blobs([x[n] for n in "qkv"]))
+    got = {n: len(blobs[i]) for n, i in reply["outputs"].items()}
+    assert got == {"o": x["q"].nbytes, "lse": x["q"].nbytes}
+
+
 def test_hung_page_fails_that_call_and_the_next_gets_a_fresh_page(harness: Session) -> None:
     if not isinstance(harness, BrowserSession):
         pytest.skip("only a browser page can hang")

@@ -27,8 +27,10 @@ HARNESS_PAGE = "/web/harness.html"
 # (exchange.py); shorter ones, and every request to a page served elsewhere, as an
 # argument of the automation protocol's call.
 INLINE_REQUEST_MAX = 256 * 2**10
-# A page's reply frame may hold the request's bytes (a case's outputs are the sizes of
-# its q, k, v and d_out) and this much more: the reply's JSON.
+# A page's reply frame may hold twice the request's bytes and this much more (the reply's
+# JSON). A case's outputs are o and dQ (q's size each), dK and dV (k's and v's) and the
+# LSE (q's divided by head_dim: as large as q at head_dim 1), so at most twice its inputs
+# (q, k, v; 1.5 times with d_out, q's size again).
 REPLY_TEXT_MAX = 2**20
 
 
@@ -128,14 +130,14 @@ def staged_blobs(
     base_url: str, request: dict[str, Any], blobs: Sequence[Bytes]
 ) -> Iterator[StagedBlobs]:
     """The request and its tensors as one frame for the page to fetch (once), and a slot
-    for its reply frame (one POST, of at most the request's size and REPLY_TEXT_MAX);
+    for its reply frame (one POST, of at most twice the request's size and REPLY_TEXT_MAX);
     both dropped on exit. For a page that this process's server serves."""
     box = exchange.for_url(base_url)
     if box is None:
         raise ValueError(f"{base_url} is not served by this process: its pages take no blobs")
     body = exchange.pack(json.dumps(request), blobs)
     request_path = box.put(body, "application/octet-stream")
-    reply_path = box.expect(len(body) + REPLY_TEXT_MAX)
+    reply_path = box.expect(2 * len(body) + REPLY_TEXT_MAX)
     try:
         yield StagedBlobs(base_url + request_path, base_url + reply_path, box, reply_path)
     finally:
