@@ -239,6 +239,13 @@ def test_frames_carry_text_and_blobs_aligned_and_refuse_what_is_torn() -> None:
         # every blob starts 4-aligned in the frame (f32 views need no copy)
         starts = [len(frame) - sum(len(x) for x in blobs[i:]) for i in range(len(blobs))]
         assert all(s % exchange.FRAME_ALIGN == 0 for s in starts)
+
+    class FourGiB(bytes):  # its length alone: refused before any byte is read
+        def __len__(self) -> int:
+            return 2**32
+
+    with pytest.raises(ValueError, match=r"blob 1 has 4294967296 bytes; a frame holds at most"):
+        exchange.pack("{}", [b"", FourGiB()])
     frame = exchange.pack("{}", blobs)
     for torn, why in (
         (frame[:5], "at least 8 bytes"),

@@ -30,6 +30,7 @@ PREFIX = "/exchange/"
 # A frame (pack): u32 text length, u32 blob count, a u32 length per blob, the text (UTF-8,
 # padded with spaces to 4 bytes so that each blob starts 4-aligned), then the blobs.
 FRAME_ALIGN = 4
+FRAME_BLOB_MAX = 2**32 - 1  # a u32 length
 
 
 class Exchange:
@@ -91,6 +92,12 @@ def pack(text: str, blobs: Sequence[Bytes]) -> bytes:
     """A JSON text and blobs as one frame (the module's docstring; web/harness-core.mjs
     reads and writes the same)."""
     raw = text.encode()
+    for i, blob in enumerate(blobs):
+        if len(blob) > FRAME_BLOB_MAX:
+            raise ValueError(
+                f"blob {i} has {len(blob)} bytes; a frame holds at most {FRAME_BLOB_MAX} per "
+                "blob (a page's WebAssembly memory holds 4 GiB in all)"
+            )
     head = struct.pack(f"<{2 + len(blobs)}I", 0, len(blobs), *(len(b) for b in blobs))
     pad = -(len(head) + len(raw)) % FRAME_ALIGN
     head = struct.pack("<I", len(raw) + pad) + head[4:]
