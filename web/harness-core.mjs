@@ -71,11 +71,25 @@ function listEntries(pyodide) {
   }
 }
 
-async function callEntry(booting, entry, requestJson) {
-  const { pyodide, page } = await booting;
+function checkEntryName(entry) {
   if (typeof entry !== "string" || !ENTRY_RE.test(entry)) {
     throw new Error(`invalid entry name ${JSON.stringify(entry)}`);
   }
+}
+
+// [status, value, stack] of an async call: ["ok", its value, null], or ["error", message,
+// stack] when it throws (a Python exception's message is its traceback).
+export async function settle(work) {
+  try {
+    return ["ok", await work(), null];
+  } catch (err) {
+    return ["error", String(err?.message ?? err), err?.stack ?? null];
+  }
+}
+
+async function callEntry(booting, entry, requestJson) {
+  const { pyodide, page } = await booting;
+  checkEntryName(entry);
   if (typeof requestJson !== "string") {
     throw new TypeError(`requestJson must be a JSON string, got ${typeof requestJson}`);
   }
@@ -190,31 +204,20 @@ export function unpackFrame(buffer) {
 // stack]: an entry that takes tensors (the service's BLOB_ENTRIES) with them as
 // Uint8Arrays beside the JSON (py_harness.page.call_blobs); never rejects.
 export function makeRunHarnessBlobs(booting) {
-  return async (entry, requestJson, blobs) => {
-    try {
+  return (entry, requestJson, blobs) =>
+    settle(async () => {
       const { page } = await booting;
-      if (typeof entry !== "string" || !ENTRY_RE.test(entry)) {
-        throw new Error(`invalid entry name ${JSON.stringify(entry)}`);
-      }
+      checkEntryName(entry);
       const fn = page.call_blobs;
       try {
-        return ["ok", await fn(entry, requestJson, blobs), null];
+        return await fn(entry, requestJson, blobs);
       } finally {
         fn.destroy();
       }
-    } catch (err) {
-      return ["error", String(err?.message ?? err), err?.stack ?? null];
-    }
-  };
+    });
 }
 
 // runHarness(entry, requestJson) -> [status, value, stack]; never rejects.
 export function makeRunHarness(booting) {
-  return async (entry, requestJson) => {
-    try {
-      return ["ok", await callEntry(booting, entry, requestJson), null];
-    } catch (err) {
-      return ["error", String(err?.message ?? err), err?.stack ?? null];
-    }
-  };
+  return (entry, requestJson) => settle(() => callEntry(booting, entry, requestJson));
 }

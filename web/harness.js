@@ -19,6 +19,7 @@ import {
   makeRunHarnessBlobs,
   makeVariantRefusal,
   packFrame,
+  settle,
   unpackFrame,
 } from "./harness-core.mjs";
 
@@ -74,48 +75,50 @@ window.harnessReady = booting.then(() => timings);
 window.harnessReady.catch(() => {}); // awaited by tests; avoid an "unhandled rejection" report
 
 window.runHarness = makeRunHarness(booting);
-window.runHarnessFrom = async (entry, url) => {
-  let requestJson;
-  try {
-    const resp = await fetch(url, { cache: "no-store" });
-    if (!resp.ok) {
-      throw new Error(`GET ${new URL(url).pathname}: HTTP ${resp.status}`);
-    }
-    requestJson = await resp.text();
-  } catch (err) {
-    return ["error", `the request did not arrive: ${err?.message ?? err}`, err?.stack ?? null];
+// One GET of a body the host put in its exchange, read as "text" or "arrayBuffer".
+async function fetchBody(url, read) {
+  const resp = await fetch(url, { cache: "no-store" });
+  if (!resp.ok) {
+    throw new Error(`GET ${new URL(url).pathname}: HTTP ${resp.status}`);
   }
-  return window.runHarness(entry, requestJson);
+  return resp[read]();
+}
+
+// A step's [status, value, stack] with what failed named before its message.
+async function step(what, work) {
+  const [status, value, stack] = await settle(work);
+  return status === "ok" ? [status, value, stack] : [status, `${what}: ${value}`, stack];
+}
+
+window.runHarnessFrom = async (entry, url) => {
+  const [status, requestJson, stack] = await step("the request did not arrive", () =>
+    fetchBody(url, "text"),
+  );
+  return status === "ok" ? window.runHarness(entry, requestJson) : [status, requestJson, stack];
 };
 const runHarnessBlobs = makeRunHarnessBlobs(booting);
 window.runHarnessExchange = async (entry, requestUrl, replyUrl) => {
-  let request;
-  try {
-    const resp = await fetch(requestUrl, { cache: "no-store" });
-    if (!resp.ok) {
-      throw new Error(`GET ${new URL(requestUrl).pathname}: HTTP ${resp.status}`);
-    }
-    request = unpackFrame(await resp.arrayBuffer());
-  } catch (err) {
-    return ["error", `the request did not arrive: ${err?.message ?? err}`, err?.stack ?? null];
+  const request = await step("the request did not arrive", async () =>
+    unpackFrame(await fetchBody(requestUrl, "arrayBuffer")),
+  );
+  if (request[0] !== "ok") {
+    return request;
   }
-  const [status, value, stack] = await runHarnessBlobs(entry, ...request);
-  if (status !== "ok") {
-    return [status, value, stack];
+  const reply = await runHarnessBlobs(entry, ...request[1]);
+  if (reply[0] !== "ok") {
+    return reply;
   }
-  try {
+  return step("the reply did not go back", async () => {
     const resp = await fetch(replyUrl, {
       method: "POST",
       headers: { "Content-Type": "application/octet-stream" },
-      body: packFrame(...value),
+      body: packFrame(...reply[1]),
       cache: "no-store",
     });
     if (!resp.ok) {
       throw new Error(`POST ${new URL(replyUrl).pathname}: HTTP ${resp.status} ${await resp.text()}`);
     }
-  } catch (err) {
-    return ["error", `the reply did not go back: ${err?.message ?? err}`, err?.stack ?? null];
-  }
-  return ["ok", "", null];
+    return "";
+  });
 };
 window.variantRefusal = makeVariantRefusal(booting);

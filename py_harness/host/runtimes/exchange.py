@@ -98,9 +98,9 @@ def pack(text: str, blobs: Sequence[Bytes]) -> bytes:
                 f"blob {i} has {len(blob)} bytes; a frame holds at most {FRAME_BLOB_MAX} per "
                 "blob (a page's WebAssembly memory holds 4 GiB in all)"
             )
-    head = struct.pack(f"<{2 + len(blobs)}I", 0, len(blobs), *(len(b) for b in blobs))
-    pad = -(len(head) + len(raw)) % FRAME_ALIGN
-    head = struct.pack("<I", len(raw) + pad) + head[4:]
+    pad = -(8 + 4 * len(blobs) + len(raw)) % FRAME_ALIGN
+    sizes = (len(b) for b in blobs)
+    head = struct.pack(f"<{2 + len(blobs)}I", len(raw) + pad, len(blobs), *sizes)
     return b"".join([head, raw, b" " * pad, *blobs])
 
 
