@@ -88,6 +88,20 @@ def test_nan_and_inf_inputs_are_refused_before_dispatch(harness: Session, where:
     assert f"ConfigError: {where}: holds" in text and "at flat index 5" in text, text
 
 
+def test_a_nan_in_the_last_float_of_a_large_input_is_refused(harness: Session) -> None:
+    # q spans more than one of the page's scan chunks (browser.JsBytes.SCAN_CHUNK, 1 MiB):
+    # the last float lies in the last, partial one.
+    case = Case(64, 4200, 8, num_heads=1, num_kv_heads=1)
+    x = make_inputs(case)
+    last = x["q"].size - 1
+    assert 4 * x["q"].size > 1 << 20 and (4 * x["q"].size) % (1 << 20)
+    x["q"].reshape(-1)[last] = np.nan
+    with pytest.raises(Exception) as err:
+        run_on(harness, case.config(), x)
+    text = page_text(err.value)
+    assert f"ConfigError: q: holds nan at flat index {last}" in text, text
+
+
 def test_mask_may_hold_minus_inf(harness: Session) -> None:
     case = Case(32, 40, 64, batch=2, mask="rows-inf")
     result = evaluate(case, harness)

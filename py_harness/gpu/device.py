@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import struct
 import time
 from abc import ABC, abstractmethod
@@ -104,9 +105,10 @@ class Span:
 # their way at once (Device.submit).
 KEPT_READBACKS = 2
 
-# What a read returns: bytes (the browser), or a memoryview of host memory (the native
-# backends' threaded copy, gpu/host_memory.py); either reads as a buffer.
-Bytes = bytes | memoryview
+# What a read returns and a write takes: bytes, a memoryview of host memory (the native
+# backends' threaded copy, gpu/host_memory.py) or a JS array in the browser (browser.JsBytes);
+# each reads as a buffer and has a len() in bytes.
+Bytes = bytes | memoryview | collections.abc.Buffer
 
 Layout = tuple[tuple[int, str], ...]  # (binding, GPUBufferBindingType) of group 0
 Constants = dict[str, float]  # pipeline-overridable constants by name (GPUPipelineConstantValue)
@@ -160,7 +162,7 @@ class Device(ABC):
         """usage: GPUBufferUsage flag names, e.g. ("STORAGE", "COPY_DST")."""
 
     @abstractmethod
-    def write_buffer(self, buffer: Buffer, data: bytes) -> None: ...
+    def write_buffer(self, buffer: Buffer, data: Bytes) -> None: ...
 
     async def read_buffer(self, buffer: Buffer) -> Bytes:
         """The whole buffer's bytes."""
