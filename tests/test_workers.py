@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from py_harness.host.runtimes.registry import NODE_POLL_SPIN, NODE_POLL_SPIN_MS, Node
 from py_harness.host.runtimes.sessions import PageError
 from py_harness.host.runtimes.workers import WorkerSession
 
@@ -166,3 +167,12 @@ def test_a_child_that_dies_before_its_ready_line_says_so() -> None:
     with pytest.raises(PageError, match=r"exited with status 4[^$]*cannot import"):
         dies = "import sys; print('cannot import', file=sys.stderr); sys.exit(4)"
         WorkerSession([sys.executable, "-c", dies], "stand-in")
+
+
+def test_node_waits_for_the_gpu_on_a_timer_on_swiftshader_only() -> None:
+    swiftshader = {"VK_ICD_FILENAMES": "/dawn/vk_swiftshader_icd.json"}
+    gpu = {"VK_DRIVER_FILES": "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json"}
+    assert Node.environment(swiftshader)[NODE_POLL_SPIN] == NODE_POLL_SPIN_MS
+    assert Node.options(swiftshader) and not Node.options(gpu)
+    assert NODE_POLL_SPIN not in Node.environment(gpu)  # node-harness.mjs: spin throughout
+    assert Node.environment({**swiftshader, NODE_POLL_SPIN: "7"})[NODE_POLL_SPIN] == "7"
