@@ -65,9 +65,9 @@ def measure(name: str, base_url: str, cfg: AttentionConfig, x: dict, args) -> No
         session = launched.new_session(base_url if rt.needs_server else "")
         try:
             takes_blobs = session.takes_blobs
+            ways = (True, False) if takes_blobs and not args.no_base64 else (takes_blobs,)
             for _ in range(args.runs):
-                ways = (takes_blobs,) if args.no_base64 else (takes_blobs, False)
-                for blobs in ways if takes_blobs else (False,):
+                for blobs in ways:
                     session.takes_blobs = blobs
                     t = time.perf_counter()
                     reply = run_on(session, cfg, x, variant=args.variant)

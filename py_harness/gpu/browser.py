@@ -243,7 +243,7 @@ class JsBytes:
     byte path (gpu/device.py's Bytes)."""
 
     # The finite scan reads the array in chunks of this many bytes (a multiple of 4): a
-    # 16 MB tensor took 6 ms so, 12 ms as one copy and scan (Node, this machine kind).
+    # 16 MB tensor took 6-8 ms so, 12-23 ms as one copy and scan (Node, this machine kind).
     SCAN_CHUNK = 1 << 20
 
     def __init__(self, array: Any) -> None:

@@ -239,7 +239,7 @@ class Device(ABC):
 
     def write_buffers(self, writes: list[tuple[Buffer, Bytes]]) -> None:
         """Each (buffer, data) written at the buffer's start, data a multiple of 4 bytes.
-        Here write_buffer each (in the browser writeBuffer copies once out of WebAssembly
+        Here write_buffer each (in the browser writeBuffer copies once out of its JS array
         memory); the native backends go through one kept staging buffer."""
         for buf, data in writes:
             self.write_buffer(buf, data)

@@ -96,7 +96,7 @@ def pack(text: str, blobs: Sequence[Bytes]) -> bytes:
         if len(blob) > FRAME_BLOB_MAX:
             raise ValueError(
                 f"blob {i} has {len(blob)} bytes; a frame holds at most {FRAME_BLOB_MAX} per "
-                "blob (a page's WebAssembly memory holds 4 GiB in all)"
+                "blob (its length is a u32)"
             )
     pad = -(8 + 4 * len(blobs) + len(raw)) % FRAME_ALIGN
     sizes = (len(b) for b in blobs)
