@@ -125,7 +125,10 @@ class AttentionRunner:
             raise ValueError(f"backward_runs: must be in [1, 16], got {backward_runs}")
 
         split = Split.of(chosen, cfg, self.device.limits)
-        timings = {"compile_ms": await self.prepare((chosen.forward, *chosen.backward), cfg)}
+        # A forward alone compiles no backward pipeline: where the compiler works at
+        # pipeline creation (Tint on SwiftShader) that is most of a small case's time.
+        kernels = (chosen.forward, *(chosen.backward if backward else ()))
+        timings = {"compile_ms": await self.prepare(kernels, cfg)}
         dev = self.device
         bufs: dict[str, Buffer] = {}
         try:

@@ -24,13 +24,25 @@ def evaluate(
     sources: dict[str, str] | None = None,
     variant: str = DEFAULT_VARIANT,
     draw: int = 0,
+    backward: bool = True,
 ) -> CaseResult:
     """Run a case on input draw `draw` in a session and judge it (judge_case). sources:
-    the WGSL to run (default: the variant's own files)."""
+    the WGSL to run (default: the variant's own files). backward: False runs and judges the
+    forward alone (O and the LSE): where that fails, the whole case fails."""
     x = make_inputs(case, draw)
     runs = 2 if case.repeat_backward else 1
-    reply = run_on(session, case.config(), x, sources=sources, backward_runs=runs, variant=variant)
-    return judge_case(case, x, reply, runtime=session.runtime, variant=variant, draw=draw)
+    reply = run_on(
+        session,
+        case.config(),
+        x,
+        sources=sources,
+        backward=backward,
+        backward_runs=runs,
+        variant=variant,
+    )
+    return judge_case(
+        case, x, reply, runtime=session.runtime, variant=variant, draw=draw, backward=backward
+    )
 
 
 @contextlib.contextmanager

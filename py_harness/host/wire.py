@@ -37,10 +37,12 @@ def run_on(
     x: dict[str, np.ndarray],
     *,
     sources: dict[str, str] | None = None,
+    backward: bool = True,
     backward_runs: int = 1,
     variant: str = DEFAULT_VARIANT,
 ) -> dict[str, Any]:
-    """Send one case to a session; returns the decoded outputs as arrays plus metadata."""
+    """Send one case to a session; returns the decoded outputs as arrays plus metadata.
+    backward: False runs the forward alone (outputs o and lse)."""
     validate(cfg)
     for name, arr in x.items():
         if arr.dtype != np.float32:
@@ -48,6 +50,7 @@ def run_on(
     request = {
         "config": cfg.to_dict(),
         "sources": sources if sources is not None else variants.sources(variant),
+        "backward": backward,
         "backward_runs": backward_runs,
         "variant": variants.request_form(variant),
     }

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ...config import AttentionConfig
+from ...config import OUTPUTS, AttentionConfig
 from ...kernels import DEFAULT_VARIANT
 from . import compare
 from .cases import Case
@@ -145,15 +145,21 @@ def judge_case(
     runtime: str,
     variant: str = DEFAULT_VARIANT,
     draw: int = 0,
+    backward: bool = True,
 ) -> CaseResult:
     """Judge one run of a case from arrays, wherever it ran: O, LSE, dQ, dK, dV against the
     rule (verdict.py), and the case's own checks. `x`: its inputs (make_inputs); `reply`:
-    run_case's reply with the outputs decoded into reply["arrays"] (decode_outputs)."""
+    run_case's reply with the outputs decoded into reply["arrays"] (decode_outputs).
+    backward: False for a run of the forward alone (O and the LSE judged, no gradient
+    wanted)."""
     cfg = case.config()
     got = reply["arrays"]
     reports, _ = judge_outputs(cfg, x, got, large_scores=case.large_scores, reuse=True)
     checks: dict[str, tuple[bool, str]] = {}
-    if case.repeat_backward:
+    missing = [n for n in (OUTPUTS if backward else ("o", "lse")) if n not in got]
+    if missing:  # judge_outputs judges what came back: an output that did not is a failure
+        checks["every output returned"] = (False, f"the reply lacks {', '.join(missing)}")
+    if case.repeat_backward and backward:
         d = reply.get("backward_digests", [])
         checks["bit-identical backward"] = (
             len(d) == 2 and d[0] == d[1],

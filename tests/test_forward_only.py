@@ -1,0 +1,47 @@
+"""A run of the forward alone (run_on / evaluate with backward=False): what the planted-bug
+check runs first, so that a bug the forward shows costs no backward compile. It must give
+the whole run's O and LSE bit for bit (where it fails, the whole case fails), build no
+backward pipeline, and never pass off a reply without gradients as a whole run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from py_harness.host.engine import evaluate
+from py_harness.host.judge import verdict
+from py_harness.host.judge.cases import CONTROL
+from py_harness.host.judge.inputs import judge_case, make_inputs
+from py_harness.host.paths import shader_sources
+from py_harness.host.runtimes.sessions import Session
+from py_harness.host.wire import run_on
+from py_harness.shaders import BACKWARD_FILE
+
+
+@pytest.mark.browser
+def test_the_forward_alone_gives_the_whole_runs_o_and_lse_and_builds_no_backward(
+    harness: Session,
+) -> None:
+    cfg, x = CONTROL.config(), make_inputs(CONTROL)
+    whole = run_on(harness, cfg, x)["arrays"]
+    # a backward that does not compile: a forward alone must not build it
+    sources = shader_sources()
+    sources[BACKWARD_FILE] = "let broken = ;\n" + sources[BACKWARD_FILE]
+    alone = run_on(harness, cfg, x, sources=sources, backward=False)["arrays"]
+    assert sorted(alone) == ["lse", "o"]
+    for name in alone:
+        assert np.array_equal(alone[name], whole[name], equal_nan=True), name
+    result = evaluate(CONTROL, harness, backward=False)
+    assert result.passed, result.failures()  # the control case repeats its backward: no check
+
+
+def test_a_reply_without_gradients_fails_a_whole_run_and_passes_a_forward_alone() -> None:
+    cfg, x = CONTROL.config(), make_inputs(CONTROL)
+    baseline = verdict.references(cfg, x, np.float32)  # float32's own outputs pass
+    reply = {"arrays": {n: baseline[n] for n in ("o", "lse")}}
+    alone = judge_case(CONTROL, x, reply, runtime="none", backward=False)
+    assert alone.passed, alone.failures()
+    assert [r.name for r in alone.reports] == ["o", "lse"]
+    whole = judge_case(CONTROL, x, reply, runtime="none")
+    assert not whole.passed
+    assert "the reply lacks dq, dk, dv" in whole.failures(), whole.failures()
