@@ -14,22 +14,28 @@ from py_harness.host.judge.inputs import judge_case, make_inputs
 from py_harness.host.paths import shader_sources
 from py_harness.host.runtimes.sessions import Session
 from py_harness.host.wire import run_on
-from py_harness.shaders import BACKWARD_FILE
+from py_harness.kernels import VARIANTS, variant
 
 
 @pytest.mark.browser
+@pytest.mark.parametrize("name", VARIANTS)
 def test_the_forward_alone_gives_the_whole_runs_o_and_lse_and_builds_no_backward(
-    harness: Session,
+    harness: Session, name: str
 ) -> None:
     cfg, x = CONTROL.config(), make_inputs(CONTROL)
-    whole = run_on(harness, cfg, x)["arrays"]
-    # a backward that does not compile: a forward alone must not build it
+    whole = run_on(harness, cfg, x, variant=name)["arrays"]
+    # a backward that does not compile (each file only the backward's modules hold): a
+    # forward alone must not build it
+    own = variant(name).for_head_dim(cfg.head_dim)
     sources = shader_sources()
-    sources[BACKWARD_FILE] = "let broken = ;\n" + sources[BACKWARD_FILE]
-    alone = run_on(harness, cfg, x, sources=sources, backward=False)["arrays"]
+    backward_only = {f for k in own.backward for f in k.files} - set(own.forward.files)
+    assert backward_only
+    for file in backward_only:
+        sources[file] = "let broken = ;\n" + sources[file]
+    alone = run_on(harness, cfg, x, sources=sources, backward=False, variant=name)["arrays"]
     assert sorted(alone) == ["lse", "o"]
-    for name in alone:
-        assert np.array_equal(alone[name], whole[name], equal_nan=True), name
+    for output in alone:
+        assert np.array_equal(alone[output], whole[output], equal_nan=True), output
 
 
 def test_a_reply_without_gradients_fails_a_whole_run_and_passes_a_forward_alone() -> None:
