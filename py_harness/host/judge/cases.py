@@ -178,6 +178,11 @@ CASES: tuple[Case, ...] = (
     Case(64, 300, 130, num_heads=6, num_kv_heads=1, causal=True),
     # window alone and with causal
     Case(59, 203, 113, window=17),
+    # ... with the last key a query tile sees unclipped by Sk and alone in the seed's last
+    # tile of 16 keys (128 + 18 - 1 = 145 keys from key 0: 9 tiles and 1), found by a bug
+    # planted blind (mutants.py, bwd-dq-window-end): the other windows' ranges end at Sk or
+    # fill their last tile further
+    Case(16, 128, 160, num_heads=2, num_kv_heads=2, window=18, smoke=True),
     Case(64, 130, 300, causal=True, bottom_right=True, window=40, smoke=True),
     # additive masks
     Case(64, 113, 203, mask="full"),

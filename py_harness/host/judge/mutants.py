@@ -751,6 +751,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "kj > qa + 1u) { return false; }",
     ),
     Mutant("bwd-window-edge", BACKWARD_FILE, "if (dist >= p.window)", "if (dist > p.window)"),
+    # the dQ pass's key range one key short on the right (planted blind, round 4)
+    Mutant(
+        "bwd-dq-window-end",
+        BACKWARD_FILE,
+        "end = min(end, q1 + p.causal_offset + p.window);",
+        "end = min(end, q1 + p.causal_offset + p.window - 1u);",
+    ),
     Mutant(
         "fwd-window-range",
         FORWARD_FILE,
@@ -962,6 +969,7 @@ FIRST_CATCH: dict[str, str] = {
     "fwd-causal-edge": "d59-sq113-sk203-gqa6x2-causal",
     "bwd-causal-edge": "d59-sq113-sk203-gqa6x2-causal",
     "bwd-window-edge": "d128-sq128-sk217-h4-win32",
+    "bwd-dq-window-end": "d16-sq128-sk160-h2-win18",
     "fwd-window-range": "d64-sq130-sk300-h4-causal-br-win40",
     "fwd-gqa-head": "d59-sq113-sk203-gqa6x2-causal",
     "bwd-gqa-head": "d59-sq113-sk203-gqa6x2-causal",
