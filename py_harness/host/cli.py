@@ -7,6 +7,7 @@ py-harness serve      the demo page and the harness page on 127.0.0.1
 py-harness setup      fetch the pinned npm packages (Pyodide, Dawn for Node) into the cache
 py-harness stability  check over N input draws on several driver profiles
 py-harness explore    random configurations for a while, judged as the matrix's cases
+py-harness mutate     mutation testing: one rule-made edit of the kernels at a time, judged
 py-harness ablate     bench the fast kernels with one optimisation taken out at a time
 py-harness browser-server  Chromium for the harness behind a Playwright server (--browser-ws)
 """
@@ -26,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("setup", "fetch Pyodide and Dawn for Node (npm) into the cache"),
     "stability": ("tools.stability", "check over many input draws on several profiles"),
     "explore": ("tools.explore", "random configurations for a while, judged as the matrix's"),
+    "mutate": ("tools.mutate", "every rule-made edit of the kernels judged as a planted bug"),
     "ablate": ("tools.ablate", "bench the fast kernels without one optimisation at a time"),
     "browser-server": (
         "runtimes.browser_server",

@@ -47,6 +47,14 @@ def load_file(path: Path) -> str:
     return name
 
 
+def load_options(variant_files: list[Path], shaders: Path | None) -> None:
+    """A tool's --variant-file and --shaders options, applied (ValueError names either)."""
+    for path in variant_files:
+        load_file(path)
+    if shaders:
+        use_shader_dir(shaders)
+
+
 def limitations_of(name: str) -> str:
     """The variant whose declared limitations apply to `name`: itself, or the built-in
     one its file names in `limitations_of`."""

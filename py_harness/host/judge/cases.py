@@ -183,6 +183,15 @@ CASES: tuple[Case, ...] = (
     # planted blind (mutants.py, bwd-dq-window-end): the other windows' ranges end at Sk or
     # fill their last tile further
     Case(16, 128, 160, num_heads=2, num_kv_heads=2, window=18, smoke=True),
+    # ... and with an offset as wide as the window, where the seed backward's ranges meet
+    # their edges exactly (found by `py-harness mutate`: docs/verdict.md): the dQ pass's
+    # query tile starts at the window (q0 + offset == window), the dK/dV pass's first key
+    # tile ends between window and window + offset and its second starts at window +
+    # offset (128), and the dQ pass's range end (79 + 64 + 64 = 207) lies inside Sk
+    Case(16, 80, 230, num_heads=2, num_kv_heads=2, offset=64, window=64, smoke=True),
+    # ... and window 1: each row sees the key on its diagonal alone (a test for "no window"
+    # written as window > 1 shows only here)
+    Case(16, 40, 48, num_heads=2, num_kv_heads=2, window=1, smoke=True),
     Case(64, 130, 300, causal=True, bottom_right=True, window=40, smoke=True),
     # additive masks
     Case(64, 113, 203, mask="full"),

@@ -758,6 +758,42 @@ MUTANTS: tuple[Mutant, ...] = (
         "end = min(end, q1 + p.causal_offset + p.window);",
         "end = min(end, q1 + p.causal_offset + p.window - 1u);",
     ),
+    # Edits `py-harness mutate` made by rule that no smoke case failed (docs/verdict.md,
+    # "Mutants made by rule"): window 1 taken for no window, and the backward's window
+    # ranges at their exact edges (an offset as wide as the window)
+    Mutant(
+        "bwd-window-one-unbounded", BACKWARD_FILE, "if (p.window > 0u) {", "if (p.window > 1u) {"
+    ),
+    Mutant(
+        "bwd-dq-range-begin-wraps",
+        BACKWARD_FILE,
+        "begin = qa0 + 1u - p.window;",
+        "begin = qa0 - 1u - p.window;",
+    ),
+    Mutant(
+        "bwd-dq-range-end-offset-sign",
+        BACKWARD_FILE,
+        "end = min(end, q1 + p.causal_offset + p.window);",
+        "end = min(end, q1 - p.causal_offset + p.window);",
+    ),
+    Mutant(
+        "bwd-dkdv-window-end-test",
+        BACKWARD_FILE,
+        "if (k1 + p.window > p.causal_offset) {",
+        "if (k1 - p.window > p.causal_offset) {",
+    ),
+    Mutant(
+        "bwd-dkdv-window-begin-test",
+        BACKWARD_FILE,
+        "k0 + 1u > p.window + p.causal_offset",
+        "k0 + 1u > p.window - p.causal_offset",
+    ),
+    Mutant(
+        "bwd-dkdv-window-begin-wraps",
+        BACKWARD_FILE,
+        "k0 + 1u - p.window - p.causal_offset",
+        "k0 - 1u - p.window - p.causal_offset",
+    ),
     Mutant(
         "fwd-window-range",
         FORWARD_FILE,
@@ -970,6 +1006,12 @@ FIRST_CATCH: dict[str, str] = {
     "bwd-causal-edge": "d59-sq113-sk203-gqa6x2-causal",
     "bwd-window-edge": "d128-sq128-sk217-h4-win32",
     "bwd-dq-window-end": "d16-sq128-sk160-h2-win18",
+    "bwd-window-one-unbounded": "d16-sq40-sk48-h2-win1",
+    "bwd-dq-range-begin-wraps": "d16-sq80-sk230-h2-off64-win64",
+    "bwd-dq-range-end-offset-sign": "d16-sq80-sk230-h2-off64-win64",
+    "bwd-dkdv-window-end-test": "d16-sq80-sk230-h2-off64-win64",
+    "bwd-dkdv-window-begin-test": "d16-sq80-sk230-h2-off64-win64",
+    "bwd-dkdv-window-begin-wraps": "d16-sq80-sk230-h2-off64-win64",
     "fwd-window-range": "d64-sq130-sk300-h4-causal-br-win40",
     "fwd-gqa-head": "d59-sq113-sk203-gqa6x2-causal",
     "bwd-gqa-head": "d59-sq113-sk203-gqa6x2-causal",

@@ -26,10 +26,12 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
-def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="py-harness check", description=__doc__)
+def add_kernel_options(ap: argparse.ArgumentParser, runtime: str, runtimes: str) -> None:
+    """--runtime (default `runtime`; `runtimes` says how many it takes), --variant,
+    --variant-file and --shaders: the options of every tool that judges kernels
+    (variants.load_options applies the last two)."""
     ap.add_argument(
-        "--runtime", default="all", help=f"comma-separated: {', '.join(RUNTIMES)} (default: all)"
+        "--runtime", default=runtime, help=f"{runtimes}: {', '.join(RUNTIMES)} (default: {runtime})"
     )
     ap.add_argument(
         "--variant",
@@ -39,6 +41,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--variant-file", action="append", default=[], type=Path, help="a variant's TOML file"
     )
+    ap.add_argument("--shaders", type=Path, help="the built-in variants' .wgsl from this folder")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="py-harness check", description=__doc__)
+    add_kernel_options(ap, "all", "comma-separated")
     ap.add_argument("--smoke", action="store_true", help="only the fast smoke subset")
     ap.add_argument(
         "--long", action="store_true", help="also the long cases (GPU-sized; slow on CPUs)"
@@ -53,7 +61,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--out", type=Path, help="where results.json/.xml go (default: build/check-VARIANT)"
     )
-    ap.add_argument("--shaders", type=Path, help="the built-in variants' .wgsl from this folder")
     ap.add_argument("--browser-ws", help="Chromium through a Playwright browser server")
     return ap
 

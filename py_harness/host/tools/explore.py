@@ -17,14 +17,13 @@ import json
 import time
 from pathlib import Path
 
-from ...kernels import DEFAULT_VARIANT
 from .. import variants
 from ..engine import evaluate, open_session
 from ..judge.limitations import case_coverage
 from ..judge.random_cases import case_literal, random_case
 from ..paths import output_dir
 from ..runtimes.registry import RUNTIMES
-from .check import positive_int
+from .check import add_kernel_options, positive_int
 
 MAX_ERRORS_IN_A_ROW = 3  # a session that errs this often is taken as dead
 
@@ -49,10 +48,7 @@ def minutes(text: str) -> float:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="py-harness explore", description=__doc__)
-    ap.add_argument("--runtime", default="wgpu", help=f"comma-separated: {', '.join(RUNTIMES)}")
-    ap.add_argument("--variant", default=DEFAULT_VARIANT, help="a built-in or file variant")
-    ap.add_argument("--variant-file", action="append", default=[], type=Path)
-    ap.add_argument("--shaders", type=Path, help="the built-in variants' .wgsl from this folder")
+    add_kernel_options(ap, "wgpu", "comma-separated")
     ap.add_argument("--seed", type=natural, default=0, help="which sequence of draws (default 0)")
     ap.add_argument("--minutes", type=minutes, default=5.0, help="per runtime (default 5)")
     ap.add_argument("--count", type=positive_int, help="at most this many cases per runtime")
@@ -128,10 +124,7 @@ def replay_command(args: argparse.Namespace, row: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        for path in args.variant_file:
-            variants.load_file(path)
-        if args.shaders:
-            variants.use_shader_dir(args.shaders)
+        variants.load_options(args.variant_file, args.shaders)
         refusal = variants.get(args.variant).refusal
         # a first draw before any runtime starts: limits that admit no case are refused here
         random_case(

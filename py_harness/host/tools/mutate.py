@@ -1,0 +1,213 @@
+"""`py-harness mutate`: mutation testing of a variant's kernels against its case set.
+
+Every edit of the chosen operators (judge/mutation.py: comparisons, off-by-ones, signs,
+min/max, select's order, barriers, an intermediate's precision, a constant's digits) is
+made, one at a time, to the variant's WGSL and judged as a planted bug is: the smoke cases
+(or --cases all, or --case IDs) in turn, each the forward alone first, until one fails.
+An edit that no case fails SURVIVED, and is told apart by whether its outputs kept the
+unmodified kernels' bits on every case (a case those fail is dropped, and an edit no case
+is left to judge is unjudged):
+
+- same bits: no case runs the edited code where it matters. An equivalent edit (nothing
+  could catch it) or a gap in the cases (a size or mask that would show it is missing);
+- bits differ: the cases saw the change and its error stayed within the bound, a
+  precision-sized change or a real bug whose error no case makes large enough.
+
+Edits the compiler refuses are counted apart (not compiled), as are runtime errors (an
+error is a failed case, but not a judged one). Replay any edit alone with --only ID.
+results.json in --out holds every edit. Exits 1 where an edit survived or went unjudged, 0
+otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import variants
+from ..engine import evaluate, open_session
+from ..judge.cases import CASES, SMOKE, Case, by_id
+from ..judge.inputs import CaseResult
+from ..judge.limitations import case_coverage
+from ..judge.mutation import OPERATORS, Edit, edits
+from ..paths import output_dir
+from ..runtimes.registry import RUNTIMES
+from ..runtimes.sessions import Session
+from .check import add_kernel_options, positive_int
+from .explore import natural
+
+
+def shard(text: str) -> tuple[int, int]:
+    """argparse type: K/N with 0 <= K < N."""
+    k, _, n = text.partition("/")
+    if not (k.isdecimal() and n.isdecimal() and int(k) < int(n)):
+        raise argparse.ArgumentTypeError(f"must be K/N with 0 <= K < N, got {text!r}")
+    return int(k), int(n)
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="py-harness mutate", description=__doc__)
+    add_kernel_options(ap, "wgpu", "one")
+    ap.add_argument(
+        "--file", action="append", default=[], help="mutate this file (default: the variant's)"
+    )
+    ap.add_argument(
+        "--operator", default="all", help=f"comma-separated, or all: {', '.join(OPERATORS)}"
+    )
+    ap.add_argument("--cases", choices=("smoke", "all"), default="smoke")
+    ap.add_argument("--case", action="append", default=[], help="judge on these case ids only")
+    ap.add_argument("--only", action="append", default=[], help="this edit id alone (a replay)")
+    ap.add_argument("--sample", type=positive_int, help="at most this many edits, drawn by --seed")
+    ap.add_argument("--seed", type=natural, default=0, help="which sample (default 0)")
+    ap.add_argument("--shard", type=shard, help="K/N: every N-th edit from the K-th")
+    ap.add_argument("--list", action="store_true", help="print the edits and run nothing")
+    ap.add_argument("--out", type=Path, help="where results.json goes (default build/mutate-V)")
+    return ap
+
+
+def choose_edits(args: argparse.Namespace, sources: dict[str, str]) -> list[Edit]:
+    """The edits this run judges, in order (ValueError names a bad argument)."""
+    operators = OPERATORS if args.operator == "all" else args.operator.split(",")
+    files = args.file or list(variants.get(args.variant).files)
+    every = edits(sources, files, operators)
+    if args.only:
+        known = {e.id: e for e in every}
+        missing = [i for i in args.only if i not in known]
+        if missing:
+            raise ValueError(f"--only: no edit {missing[0]!r} (see --list)")
+        return [known[i] for i in args.only]
+    if args.sample and args.sample < len(every):
+        every = sorted(random.Random(args.seed).sample(every, args.sample), key=every.index)
+    if args.shard:
+        k, n = args.shard
+        every = every[k::n]
+    return every
+
+
+def choose_cases(args: argparse.Namespace) -> list[Case]:
+    if args.case:
+        return [by_id(i) for i in args.case]
+    return list(SMOKE if args.cases == "smoke" else CASES)
+
+
+class Judge:
+    """Judges edits on one session: the cases the unmodified kernels get a verdict on, the
+    last case that failed an edit tried first (slips cluster), and the unmodified kernels'
+    result per case, made when an edit first needs it (a case they fail themselves is
+    dropped, with a warning, so that it kills nothing)."""
+
+    def __init__(self, session: Session, variant: str, cases: list[Case]) -> None:
+        adapter, own = session.adapter_name(), variants.get(variant)
+        self.session, self.variant = session, variant
+        self.cases = [
+            c
+            for c in cases
+            if case_coverage(variant, adapter, c) is None
+            and own.for_head_dim(c.head_dim).refusal(c.config()) is None
+        ]
+        self._clean: dict[str, CaseResult] = {}
+
+    def clean(self, case: Case) -> CaseResult:
+        if case.id not in self._clean:
+            result = evaluate(case, self.session, variant=self.variant)
+            self._clean[case.id] = result
+            if not result.passed:
+                self.cases.remove(case)
+                print(f"# {case.id} fails without an edit, so it judges none: {result.failures()}")
+        return self._clean[case.id]
+
+    def judge(self, edit: Edit, sources: dict[str, str]) -> dict[str, Any]:
+        mutated = edit.apply(sources)
+        worst, differs, judged = 0.0, [], 0
+        for case in list(self.cases):
+            try:
+                result = evaluate(
+                    case, self.session, sources=mutated, variant=self.variant, backward=False
+                )
+                if result.passed:
+                    result = evaluate(case, self.session, sources=mutated, variant=self.variant)
+            except Exception as err:  # a compile error, or an error of the run
+                text = f"{type(err).__name__}: {getattr(err, 'page_message', err)}"
+                status = "not compiled" if "ShaderCompileError" in text else "error"
+                return {"status": status, "case": case.id, "detail": text.splitlines()[0][:300]}
+            clean = self.clean(case)
+            if not clean.passed:
+                continue
+            judged += 1
+            ratio = max((r.ratio for r in result.reports), default=0.0)
+            if not result.passed:
+                self.cases.remove(case)
+                self.cases.insert(0, case)
+                first = result.failures().splitlines()[0][:300]
+                return {"status": "killed", "case": case.id, "ratio": ratio, "detail": first}
+            if any(
+                not np.array_equal(a, clean.outputs[n], equal_nan=True)
+                for n, a in result.outputs.items()
+            ):
+                differs.append(case.id)
+                worst = max(worst, ratio)  # the cases that saw the edit, not the suite's worst
+        if not judged:
+            return {"status": "unjudged", "detail": "no case the unmodified kernels pass"}
+        row = {"status": "survived", "bits": "differ" if differs else "same", "differ_on": differs}
+        return row | ({"ratio": worst} if differs else {})
+
+
+def _line(row: dict[str, Any]) -> str:
+    status = row["status"] + (f", bits {row['bits']}" if row["status"] == "survived" else "")
+    ratio = f"{row['ratio']:9.3g}" if "ratio" in row else " " * 9
+    where = row.get("case", "")
+    return f"{status:<21} {ratio}  {row['edit']}  {where} ({row['seconds']} s)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        variants.load_options(args.variant_file, args.shaders)
+        if args.runtime not in RUNTIMES:
+            raise ValueError(f"--runtime: unknown {args.runtime!r}; known: {', '.join(RUNTIMES)}")
+        sources = variants.sources(args.variant)
+        chosen = choose_edits(args, sources)
+        cases = choose_cases(args)
+    except (ValueError, KeyError) as err:
+        parser().error(str(err).strip("'\""))
+    if args.list:
+        for e in chosen:
+            print(e.describe())
+        print(f"# {len(chosen)} edits")
+        return 0
+    rows: list[dict[str, Any]] = []
+    print(f"# {len(chosen)} edits of {args.variant} on {args.runtime} (status, worst ratio, edit)")
+    with open_session(args.runtime) as session:
+        judge = Judge(session, args.variant, cases)
+        for e in chosen:
+            t0 = time.perf_counter()
+            row = {"edit": e.describe(), "id": e.id, "function": e.function}
+            row |= judge.judge(e, sources)
+            row["seconds"] = round(time.perf_counter() - t0, 2)
+            rows.append(row)
+            print(_line(row), flush=True)
+    counts: dict[str, int] = {}
+    for r in rows:
+        key = r["status"] + (f", bits {r['bits']}" if r["status"] == "survived" else "")
+        counts[key] = counts.get(key, 0) + 1
+    print("# " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
+    survivors = [r for r in rows if r["status"] == "survived"]
+    for r in survivors:
+        print(f"SURVIVED (bits {r['bits']}): {r['edit']}")
+    by_function: dict[str, int] = {}
+    for r in survivors:
+        by_function[r["function"]] = by_function.get(r["function"], 0) + 1
+    if by_function:
+        ranked = sorted(by_function.items(), key=lambda kv: -kv[1])
+        print("# survivors by fn: " + ", ".join(f"{fn or '(top level)'} {n}" for fn, n in ranked))
+    out = args.out or output_dir() / f"mutate-{args.variant}"
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {"variant": args.variant, "runtime": args.runtime, "counts": counts, "results": rows}
+    (out / "results.json").write_text(json.dumps(summary, indent=1))
+    return 1 if survivors or counts.get("unjudged") else 0
