@@ -97,6 +97,10 @@ def test_sample_and_shards_partition_the_edits() -> None:
         ap.parse_args(["--variant", "seed", "--sample", "20", "--seed", "4"]), SOURCES
     )
     assert sample == again and len(sample) == 20 and set(sample) <= set(every)
+    ranges = choose_edits(
+        ap.parse_args(["--variant", "seed", "--function", "fa*_key_range"]), SOURCES
+    )
+    assert {e.function for e in ranges} == {"fa2_key_range", "fab2_key_range"}
 
 
 def _mutate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -113,6 +117,7 @@ def _mutate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (["--shard", "2/2"], "--shard"),
         (["--runtime", "safari"], "--runtime: unknown"),
         (["--case", "d1-no-such-case"], "d1-no-such-case"),
+        (["--function", "no_such_fn*"], "--function: no edit"),
     ],
 )
 def test_bad_arguments_are_refused_by_name_before_any_run(

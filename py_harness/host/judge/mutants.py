@@ -123,6 +123,15 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "k0 + nk > ff_seq(b).len_k",
         "k0 + nk > ff_seq(b).len_k + 1u",
     ),
+    # ... and taken for fully visible whatever the additive mask (its per-element path is
+    # where the mask is added): made by rule (`py-harness mutate`) and let through by the
+    # smoke suite until the full mask case joined it
+    _fast(
+        "full-tile-ignores-mask",
+        FAST_COMMON,
+        "if (p.has_mask != 0u || q0 + nq > ff_seq(b).len_q",
+        "if (q0 + nq > ff_seq(b).len_q",
+    ),
     # the heaviest-first tile order off by one: tile 0 never runs, one tile runs twice
     _fast("tile-order", FAST_COMMON, "nwg.y - 1u - tile", "nwg.y - tile"),
     # tile ranges
@@ -1085,6 +1094,7 @@ FIRST_CATCH: dict[str, str] = {
     "fast-delta-aligned-even": "d18-sq113-sk59-h2-causal",
     "fast-dq-add-aligned-even": "d18-sq113-sk59-h2-causal",
     "fast-load-second-vec4": "d59-sq113-sk203-gqa6x2-causal",
+    "fast-full-tile-ignores-mask": "d64-sq113-sk203-h4-mask-full",
     "fast-whole-everywhere": "d59-sq113-sk203-gqa6x2-causal",
     "fast-whole-unscaled": "d64-sq128-sk128-b2-h4",
     "fast-load-shift": "d1-sq17-sk17-h4",

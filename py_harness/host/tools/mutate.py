@@ -25,6 +25,7 @@ import argparse
 import json
 import random
 import time
+from fnmatch import fnmatchcase as fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--operator", default="all", help=f"comma-separated, or all: {', '.join(OPERATORS)}"
     )
+    ap.add_argument(
+        "--function",
+        action="append",
+        default=[],
+        help="only edits in WGSL functions of this name (a glob: 'ff_*range*'; repeatable)",
+    )
     ap.add_argument("--cases", choices=("smoke", "all"), default="smoke")
     ap.add_argument("--case", action="append", default=[], help="judge on these case ids only")
     ap.add_argument("--only", action="append", default=[], help="this edit id alone (a replay)")
@@ -76,6 +83,12 @@ def choose_edits(args: argparse.Namespace, sources: dict[str, str]) -> list[Edit
     operators = OPERATORS if args.operator == "all" else args.operator.split(",")
     files = args.file or list(variants.get(args.variant).files)
     every = edits(sources, files, operators)
+    if args.function:
+        every = [e for e in every if any(fnmatch(e.function, f) for f in args.function)]
+        if not every:
+            raise ValueError(
+                f"--function: no edit in a function named {' or '.join(args.function)}"
+            )
     if args.only:
         known = {e.id: e for e in every}
         missing = [i for i in args.only if i not in known]
