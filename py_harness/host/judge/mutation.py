@@ -124,14 +124,14 @@ def _closing(code: str, open_at: int) -> int:
 
 def _top_level_args(code: str, open_at: int) -> list[tuple[int, int]]:
     """Spans of the comma-separated arguments of the call whose ( is at open_at."""
-    spans, depth, start = [], 0, open_at + 1
-    for i in range(open_at + 1, _closing(code, open_at) + 1):
+    spans, depth, start, close = [], 0, open_at + 1, _closing(code, open_at)
+    for i in range(open_at + 1, close + 1):
         ch = code[i]
         if ch in "([":
             depth += 1
         elif ch in ")]" and depth:
             depth -= 1
-        elif (ch == "," and not depth) or i == _closing(code, open_at):
+        elif (ch == "," and not depth) or i == close:
             spans.append((start, i))
             start = i + 1
     return spans
