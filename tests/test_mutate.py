@@ -118,6 +118,8 @@ def _mutate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (["--runtime", "safari"], "--runtime: unknown"),
         (["--case", "d1-no-such-case"], "d1-no-such-case"),
         (["--function", "no_such_fn*"], "--function: no edit"),
+        (["--call-timeout", "5", "--runtime", "chromium"], "--call-timeout: for the native"),
+        (["--call-timeout", "0"], "--call-timeout"),
     ],
 )
 def test_bad_arguments_are_refused_by_name_before_any_run(
@@ -171,3 +173,21 @@ def test_a_case_the_kernels_fail_without_an_edit_kills_nothing(tmp_path: Path) -
     assert "# d64-sq128-sk128-b2-h4 fails without an edit" in proc.stdout, proc.stdout
     [row] = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
     assert row["status"] == "unjudged" and proc.returncode == 1, row
+
+
+@pytest.mark.browser  # needs a WebGPU runtime (wgpu-py here)
+def test_a_case_past_the_call_timeout_is_the_edits_error_and_the_next_gets_a_fresh_child(
+    tmp_path: Path,
+) -> None:
+    # On a GPU an edit can make a loop all but endless; a timeout shorter than any case's
+    # run stands in for it here (lavapipe cuts loops short).
+    reason = runtime("wgpu").missing()
+    if reason:
+        pytest.skip(reason)
+    proc = _mutate(
+        tmp_path, "--variant", "seed", "--call-timeout", "0.01", "--only", WITHIN_BOUND,
+        "--only", EQUIVALENT, "--case", "d64-sq128-sk128-b2-h4",
+    )  # fmt: skip
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
+    assert [r["status"] for r in rows] == ["error", "error"], proc.stdout + proc.stderr
+    assert all("within 0.01 s" in r["detail"] for r in rows), rows

@@ -35,8 +35,8 @@ def natural(text: str) -> int:
     return int(text)
 
 
-def minutes(text: str) -> float:
-    """argparse type: a positive number of minutes."""
+def positive_number(text: str) -> float:
+    """argparse type: a finite number > 0 (minutes, seconds)."""
     try:
         value = float(text)
     except ValueError:
@@ -50,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="py-harness explore", description=__doc__)
     add_kernel_options(ap, "wgpu", "comma-separated")
     ap.add_argument("--seed", type=natural, default=0, help="which sequence of draws (default 0)")
-    ap.add_argument("--minutes", type=minutes, default=5.0, help="per runtime (default 5)")
+    ap.add_argument("--minutes", type=positive_number, default=5.0, help="per runtime (default 5)")
     ap.add_argument("--count", type=positive_int, help="at most this many cases per runtime")
     ap.add_argument("--index", type=natural, help="run draw INDEX of --seed alone (a replay)")
     ap.add_argument("--max-len", type=positive_int, default=200, help="longest sequence")

@@ -22,9 +22,13 @@ otherwise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import random
+import sys
 import time
+from collections.abc import Iterator
 from fnmatch import fnmatchcase as fnmatch
 from pathlib import Path
 from typing import Any
@@ -38,10 +42,13 @@ from ..judge.inputs import CaseResult
 from ..judge.limitations import case_coverage
 from ..judge.mutation import OPERATORS, Edit, edits
 from ..paths import output_dir
-from ..runtimes.registry import RUNTIMES
+from ..runtimes.registry import RUNTIMES, dawn_environment
 from ..runtimes.sessions import Session
+from ..runtimes.workers import WorkerSession
 from .check import add_kernel_options, positive_int
-from .explore import natural
+from .explore import natural, positive_number
+
+NATIVE = ("wgpu", "dawn")  # the runtimes native_worker can run in a child process
 
 
 def shard(text: str) -> tuple[int, int]:
@@ -73,6 +80,13 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--sample", type=positive_int, help="at most this many edits, drawn by --seed")
     ap.add_argument("--seed", type=natural, default=0, help="which sample (default 0)")
     ap.add_argument("--shard", type=shard, help="K/N: every N-th edit from the K-th")
+    ap.add_argument(
+        "--call-timeout",
+        type=positive_number,
+        help="seconds: run wgpu or dawn in a child process and take a case that runs longer "
+        "as an error of the edit (on a GPU an edit can make a loop all but endless; "
+        "lavapipe cuts loops short itself)",
+    )
     ap.add_argument("--list", action="store_true", help="print the edits and run nothing")
     ap.add_argument("--out", type=Path, help="where results.json goes (default build/mutate-V)")
     return ap
@@ -171,6 +185,23 @@ class Judge:
         return row | ({"ratio": worst} if differs else {})
 
 
+@contextlib.contextmanager
+def judging_session(runtime: str, call_timeout: float | None) -> Iterator[Session]:
+    """The runtime's session; with call_timeout, a native runtime in a child process whose
+    calls fail past that many seconds (the child is killed, the next call starts another)."""
+    if call_timeout is None:
+        with open_session(runtime) as session:
+            yield session
+        return
+    env = dawn_environment() if runtime == "dawn" else dict(os.environ)
+    command = [sys.executable, "-m", "py_harness.host.runtimes.native_worker", runtime]
+    session = WorkerSession(command, runtime, env, timeout_s=call_timeout, takes_blobs=True)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
 def _line(row: dict[str, Any]) -> str:
     status = row["status"] + (f", bits {row['bits']}" if row["status"] == "survived" else "")
     ratio = f"{row['ratio']:9.3g}" if "ratio" in row else " " * 9
@@ -184,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         variants.load_options(args.variant_file, args.shaders)
         if args.runtime not in RUNTIMES:
             raise ValueError(f"--runtime: unknown {args.runtime!r}; known: {', '.join(RUNTIMES)}")
+        if args.call_timeout and args.runtime not in NATIVE:
+            raise ValueError(f"--call-timeout: for the native runtimes ({', '.join(NATIVE)})")
         sources = variants.sources(args.variant)
         chosen = choose_edits(args, sources)
         cases = choose_cases(args)
@@ -196,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows: list[dict[str, Any]] = []
     print(f"# {len(chosen)} edits of {args.variant} on {args.runtime} (status, worst ratio, edit)")
-    with open_session(args.runtime) as session:
+    with judging_session(args.runtime, args.call_timeout) as session:
         judge = Judge(session, args.variant, cases)
         for e in chosen:
             t0 = time.perf_counter()
