@@ -32,9 +32,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from py_harness.host.engine import evaluate
+from py_harness.host.engine import evaluate, evaluate_forward_first, judged_cases
 from py_harness.host.judge.cases import SMOKE, by_id
-from py_harness.host.judge.limitations import case_coverage
 from py_harness.host.judge.mutants import (
     BLOCKS_ONLY,
     FIRST_CATCH,
@@ -246,22 +245,12 @@ def test_smoke_suite_catches(
     caught = []
     first = FIRST_CATCH.get(mutant.name)
     # Only cases where the unmodified kernels get a verdict count: not those a declared
-    # driver limitation or kernel flaw covers on this adapter.
-    adapter = harness.adapter_name()
-    # Nor cases the variant does not support (the seed skips FlashAttention-2's new axes).
-    judged = [
-        c
-        for c in SMOKE
-        if case_coverage(mutant.variant, adapter, c) is None
-        and own.for_head_dim(c.head_dim).refusal(c.config()) is None
-    ]
+    # driver limitation or kernel flaw covers on this adapter, nor those the variant does
+    # not support (the seed skips FlashAttention-2's new axes).
+    judged = judged_cases(SMOKE, mutant.variant, harness.adapter_name())
     ordered = sorted(judged, key=lambda c: c.id != first)  # the known catcher first
     for case in ordered:  # stop at the first case that fails: one is enough
-        # The forward alone first: where it fails the whole case does, and the backward's
-        # pipelines, most of a mutant's compile time on the CPU drivers, are not built.
-        result = evaluate(case, harness, sources=sources, variant=mutant.variant, backward=False)
-        if result.passed:
-            result = evaluate(case, harness, sources=sources, variant=mutant.variant)
+        result = evaluate_forward_first(case, harness, sources=sources, variant=mutant.variant)
         if not result.passed:
             caught.append(f"{case.id}: {result.failures().splitlines()[0]}")
             break

@@ -7,11 +7,13 @@ where the two meet.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from ..kernels import DEFAULT_VARIANT
+from . import variants
 from .judge.cases import Case
 from .judge.inputs import CaseResult, judge_case, make_inputs
+from .judge.limitations import case_coverage
 from .runtimes.registry import runtime
 from .runtimes.sessions import Session
 from .wire import run_on
@@ -43,6 +45,28 @@ def evaluate(
     return judge_case(
         case, x, reply, runtime=session.runtime, variant=variant, draw=draw, backward=backward
     )
+
+
+def evaluate_forward_first(
+    case: Case, session: Session, *, sources: dict[str, str] | None = None, variant: str
+) -> CaseResult:
+    """The whole case's verdict, with the forward run alone first: where the forward fails
+    the whole case does, and the backward's pipelines (most of a mutated kernel's compile
+    on a CPU driver) are never built. What judges an edited kernel (planted bugs, mutate)."""
+    result = evaluate(case, session, sources=sources, variant=variant, backward=False)
+    return evaluate(case, session, sources=sources, variant=variant) if result.passed else result
+
+
+def judged_cases(cases: Iterable[Case], variant: str, adapter: str) -> list[Case]:
+    """The cases that get a verdict for `variant` on the adapter: none a declared driver
+    limitation or kernel flaw covers there, none the variant does not support."""
+    own = variants.get(variant)
+    return [
+        c
+        for c in cases
+        if case_coverage(variant, adapter, c) is None
+        and own.for_head_dim(c.head_dim).refusal(c.config()) is None
+    ]
 
 
 @contextlib.contextmanager

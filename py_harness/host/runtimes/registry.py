@@ -195,6 +195,20 @@ def _dawn_driver_missing() -> str | None:
     return None
 
 
+def native_worker_command(implementation: str) -> list[str]:
+    """The command of a child process running a native backend ("wgpu" or "dawn")."""
+    return [sys.executable, "-m", "py_harness.host.runtimes.native_worker", implementation]
+
+
+def native_child_session(implementation: str, timeout_s: float) -> WorkerSession:
+    """wgpu or Dawn in a child process of its own whose calls fail past timeout_s (the
+    child is then killed and the next call starts another), where the in-process wgpu has
+    nothing to stop a kernel that does not end."""
+    env = dawn_environment() if implementation == "dawn" else dict(os.environ)
+    command = native_worker_command(implementation)
+    return WorkerSession(command, implementation, env, timeout_s=timeout_s, takes_blobs=True)
+
+
 class _Workers:
     """Sessions in child processes, each started with the same command; both children
     (Dawn's native worker, Node) take a case's tensors as bytes (workers.py)."""
@@ -226,8 +240,7 @@ class Dawn:
 
     @contextlib.contextmanager
     def launch(self, **options: Any) -> Iterator[Launched]:
-        command = [sys.executable, "-m", "py_harness.host.runtimes.native_worker", "dawn"]
-        yield _Workers(command, self.name, dawn_environment())
+        yield _Workers(native_worker_command(self.name), self.name, dawn_environment())
 
 
 NODE_HARNESS = paths.WEB_DIR / "node-harness.mjs"

@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
-import sys
 import time
 from collections.abc import Iterator
 from fnmatch import fnmatchcase as fnmatch
@@ -36,19 +34,17 @@ from typing import Any
 import numpy as np
 
 from .. import variants
-from ..engine import evaluate, open_session
+from ..engine import evaluate, evaluate_forward_first, judged_cases, open_session
 from ..judge.cases import CASES, SMOKE, Case, by_id
 from ..judge.inputs import CaseResult
-from ..judge.limitations import case_coverage
 from ..judge.mutation import OPERATORS, Edit, edits
 from ..paths import output_dir
-from ..runtimes.registry import RUNTIMES, dawn_environment
+from ..runtimes.registry import RUNTIMES, native_child_session
 from ..runtimes.sessions import Session
-from ..runtimes.workers import WorkerSession
 from .check import add_kernel_options, positive_int
 from .explore import natural, positive_number
 
-NATIVE = ("wgpu", "dawn")  # the runtimes native_worker can run in a child process
+NATIVE = ("wgpu", "dawn")  # the runtimes native_child_session can run in a child process
 
 
 def shard(text: str) -> tuple[int, int]:
@@ -130,14 +126,8 @@ class Judge:
     dropped, with a warning, so that it kills nothing)."""
 
     def __init__(self, session: Session, variant: str, cases: list[Case]) -> None:
-        adapter, own = session.adapter_name(), variants.get(variant)
         self.session, self.variant = session, variant
-        self.cases = [
-            c
-            for c in cases
-            if case_coverage(variant, adapter, c) is None
-            and own.for_head_dim(c.head_dim).refusal(c.config()) is None
-        ]
+        self.cases = judged_cases(cases, variant, session.adapter_name())
         self._clean: dict[str, CaseResult] = {}
 
     def clean(self, case: Case) -> CaseResult:
@@ -154,11 +144,9 @@ class Judge:
         worst, differs, judged = 0.0, [], 0
         for case in list(self.cases):
             try:
-                result = evaluate(
-                    case, self.session, sources=mutated, variant=self.variant, backward=False
+                result = evaluate_forward_first(
+                    case, self.session, sources=mutated, variant=self.variant
                 )
-                if result.passed:
-                    result = evaluate(case, self.session, sources=mutated, variant=self.variant)
             except Exception as err:  # a compile error, or an error of the run
                 text = f"{type(err).__name__}: {getattr(err, 'page_message', err)}"
                 status = "not compiled" if "ShaderCompileError" in text else "error"
@@ -188,18 +176,16 @@ class Judge:
 @contextlib.contextmanager
 def judging_session(runtime: str, call_timeout: float | None) -> Iterator[Session]:
     """The runtime's session; with call_timeout, a native runtime in a child process whose
-    calls fail past that many seconds (the child is killed, the next call starts another)."""
+    calls fail past that many seconds (registry.native_child_session)."""
     if call_timeout is None:
         with open_session(runtime) as session:
             yield session
         return
-    env = dawn_environment() if runtime == "dawn" else dict(os.environ)
-    command = [sys.executable, "-m", "py_harness.host.runtimes.native_worker", runtime]
-    session = WorkerSession(command, runtime, env, timeout_s=call_timeout, takes_blobs=True)
+    child = native_child_session(runtime, call_timeout)
     try:
-        yield session
+        yield child
     finally:
-        session.close()
+        child.close()
 
 
 def _line(row: dict[str, Any]) -> str:
