@@ -24,6 +24,7 @@ style), which keeps `->`, `>>` and `vec4<f32>` out.
 
 from __future__ import annotations
 
+import bisect
 import re
 import struct
 from collections.abc import Iterable, Iterator
@@ -176,13 +177,23 @@ def _five_digits(literal: str) -> str | None:
 def _edits_in(file: str, text: str, operators: set[str]) -> Iterator[Edit]:
     code = code_only(text)
     starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    functions = [(m.start(), m.group(1)) for m in re.finditer(r"(?m)^\s*fn\s+(\w+)", code)]
+    fns = list(re.finditer(r"(?m)^\s*fn\s+(\w+)", code))
+    fn_starts = [m.start() for m in fns]
 
     def edit(start: int, end: int, new: str, operator: str) -> Edit:
-        line = next(i for i in range(len(starts) - 1, -1, -1) if starts[i] <= start)
-        fn = next((name for at, name in reversed(functions) if at <= start), "")
+        line = bisect.bisect_right(starts, start) - 1
+        i = bisect.bisect_right(fn_starts, start) - 1
+        fn = fns[i].group(1) if i >= 0 else ""
         col = start - starts[line] + 1
         return Edit(file, start, end, new, operator, line + 1, col, text[start:end], fn)
+
+    def precision(start: int) -> Iterator[Edit]:
+        end = _value_end(code, start)
+        expr = text[start:end]
+        # a constant (`0.0`, `vec4<f32>(0.0)`, `1u`) is the digits operator's: x (1 + e) of
+        # a literal is only another literal, and of 0 the same one
+        if expr.strip() and not _CONSTANT.fullmatch(expr.strip()):
+            yield edit(start, end, perturbed(expr), "precision")
 
     def line_of(pos: int) -> str:
         a = code.rfind("\n", 0, pos) + 1
@@ -226,27 +237,18 @@ def _edits_in(file: str, text: str, operators: set[str]) -> Iterator[Edit]:
             declared = (m.group(1) or "").strip()
             if _INTEGER_TYPES.match(declared) or line_of(m.start()).lstrip().startswith("const"):
                 continue
-            yield from _precision(edit, text, code, m.end())
+            yield from precision(m.end())
         for m in _ASSIGN.finditer(code):
             if code[m.end(1) - 2 : m.end(1)] in ("==", "!=", "<=", ">="):
                 continue
             if re.search(r"\b(?:let|var|const)\b[^;=]*$", code[max(0, m.start() - 80) : m.start()]):
                 continue  # a declaration's `=`: _BIND's
-            yield from _precision(edit, text, code, m.end())
+            yield from precision(m.end())
     if "digits" in operators:
         for m in _FLOAT.finditer(code):
             shorter = _five_digits(m.group(1))
             if shorter is not None:
                 yield edit(m.start(1), m.end(1), shorter, "digits")
-
-
-def _precision(edit, text: str, code: str, start: int) -> Iterator[Edit]:  # noqa: ANN001
-    end = _value_end(code, start)
-    expr = text[start:end]
-    # a constant (`0.0`, `vec4<f32>(0.0)`, `1u`) is the digits operator's: x (1 + e) of a
-    # literal is only another literal, and of 0 the same one
-    if expr.strip() and not _CONSTANT.fullmatch(expr.strip()):
-        yield edit(start, end, perturbed(expr), "precision")
 
 
 def edits(
