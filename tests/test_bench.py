@@ -122,6 +122,74 @@ def test_tiny_bench_writes_table_json_and_plot(
     ET.parse(tmp_path / "r.svg")
 
 
+# (arguments, what the refusal says): each names its option and the limit.
+BAD_ARGUMENTS = [
+    (["--seq", "0"], "argument --seq: must be comma-separated integers >= 1, got '0'"),
+    (["--seq", "64,x"], "argument --seq: must be comma-separated integers >= 1"),
+    (["--heads", "0"], "argument --heads: must be an integer >= 1, got '0'"),
+    (["--runs", "0"], "argument --runs: must be an integer >= 1, got '0'"),
+    (["--lengths", "5,-1"], "argument --lengths: must be comma-separated integers >= 0"),
+    (["--head-dim", "300"], "--head-dim: must be in [1, 256], got 300"),
+    (["--window-left", "-5"], "--window-left: must be in [-1, 268435456], got -5"),
+    (["--heads", "4", "--kv-heads", "3"], "--kv-heads: num_heads (4) must be a multiple"),
+    (["--batch", "40000", "--heads", "2"], "--batch x --heads: must be in [1, 65535], got 80000"),
+    (["--lengths", "0,0"], "--lengths: the longest sequence must be in [1, 268435456], got 0"),
+    (["--variant", "seed", "--softcap", "5"], "--variant seed: seed does not support softcap"),
+    (["--variant", ","], "--variant: name at least one of seed, fast, or all"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"), [pytest.param(a, s, id=" ".join(a)) for a, s in BAD_ARGUMENTS]
+)
+def test_bad_arguments_are_refused_by_option_before_a_runtime_starts(
+    argv: list[str], says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Before this was checked, `bench --seq 0` or `--head-dim 300` started the runtime,
+    compiled every pipeline, skipped each size with the configuration's field name, wrote
+    an empty table and exited 0; `--heads 0` and `--runs 0` quietly took the defaults."""
+    from py_harness.host import engine
+    from py_harness.host.tools.ablate import main as ablate
+    from py_harness.host.tools.bench import main
+
+    def no_session(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a runtime was started for arguments that cannot run")
+
+    monkeypatch.setattr(engine, "open_session", no_session)
+    for tool in (main, ablate):
+        if tool is ablate and not {"--seq", "--head-dim", "--heads"} >= set(argv[::2]):
+            continue  # ablate takes the sizes only
+        with pytest.raises(SystemExit) as exc:
+            tool([*argv, "--runtime", "wgpu"] if tool is main else argv)
+        said = capsys.readouterr().err if exc.value.code == 2 else str(exc.value.code)
+        assert says in said, said
+
+
+def test_ablate_refuses_an_unknown_ablation_by_name(capsys: pytest.CaptureFixture) -> None:
+    from py_harness.host.tools.ablate import main as ablate
+
+    with pytest.raises(SystemExit) as exc:
+        ablate(["--only", "baseline,no-such"])
+    assert exc.value.code == 2
+    assert "--only: unknown no-such; known: baseline" in capsys.readouterr().err
+
+
+def test_a_run_that_measures_nothing_fails(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Sizes the configuration allows but the device's limits do not are skipped one by
+    one (a sweep goes on past them); a table with no row of a variant is a failure."""
+    from py_harness.host.tools.bench import main
+
+    if runtime("wgpu").missing():
+        pytest.skip(runtime("wgpu").missing())
+    argv = ["--runtime", "wgpu", "--variant", "seed", "--seq", "400000", "--head-dim", "128"]
+    argv += ["--heads", "16", "--causal", "no", "--no-torch", "--numpy-max-seq", "0", "--verify"]
+    assert main([*argv, "--plot", "", "--json", str(tmp_path / "b.json")]) == 1
+    out = capsys.readouterr().out
+    assert "# skip seq 400000 D 128" in out and "# nothing measured" in out, out
+    assert "# verify seed seq 400000 D 128 causal False: FAIL\n#   not run: " in out, out
+    assert json.loads((tmp_path / "b.json").read_text())["rows"] == []
+
+
 def test_seq_k_benchmarks_short_keys_and_wants_an_offset_with_causal(tmp_path: Path) -> None:
     from py_harness.host.tools.bench import main
 

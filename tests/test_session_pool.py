@@ -46,11 +46,24 @@ def test_unhealthy_or_private_sessions_are_closed() -> None:
     crashed = pool.take("node", "")
     crashed.answers = False
     pool.give("node", crashed, keep=True)
-    private = pool.take("node", "")
+    private = pool.take("node", "", private=True)
     assert private is not crashed and crashed.closed
     pool.give("node", private, keep=False)
     assert private.closed and pool.take("node", "") not in (crashed, private)
     assert len(rt.opened) == 3
+
+
+def test_a_private_module_leaves_the_idle_session_to_the_next() -> None:
+    """A private module (its sessions crash, or fill with mutated pipelines) gets a new
+    session; the one the module before it compiled waits for the module after it."""
+    rt = FakeRuntime()
+    pool = SessionPool({"chromium": rt})  # type: ignore[dict-item]
+    compiled = pool.take("chromium", "")
+    pool.give("chromium", compiled, keep=True)
+    private = pool.take("chromium", "", private=True)
+    assert private is not compiled and not compiled.closed
+    pool.give("chromium", private, keep=False)
+    assert private.closed and pool.take("chromium", "") is compiled
 
 
 def test_one_idle_session_per_runtime_and_all_closed_at_the_end() -> None:

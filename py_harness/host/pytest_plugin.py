@@ -238,14 +238,18 @@ class SessionPool:
     a new session compiles the fast variant's head_dim-64 kernels in about 4 s and its
     head_dim-128 ones in about 6.5 s, and Chromium shares none of it between pages
     (docs/scaling.md). A session goes back only if it still answers a ping (the service
-    gets itself a new device after a loss); a module marked `harness_private` closes its
-    own."""
+    gets itself a new device after a loss); a module marked `harness_private` gets a new
+    session and closes it, leaving the idle one for the module after it."""
 
     def __init__(self, launched: dict[str, Launched]) -> None:
         self._launched = launched
         self._idle: dict[str, Session] = {}
 
-    def take(self, name: str, base_url: str) -> Session:
+    def take(self, name: str, base_url: str, *, private: bool = False) -> Session:
+        """The idle session of the runtime, or a new one. private: always a new one, and
+        the idle one stays for the next module (a private module's session is closed)."""
+        if private:
+            return self._launched[name].new_session(base_url)
         return self._idle.pop(name, None) or self._launched[name].new_session(base_url)
 
     def give(self, name: str, session: Session, keep: bool) -> None:
@@ -285,9 +289,9 @@ def harness(request: pytest.FixtureRequest, harness_pool: SessionPool) -> Iterat
     if reason:
         pytest.skip(f"{rt.name} not available: {reason}")
     base_url = request.getfixturevalue("harness_server") if rt.needs_server else ""
-    session = harness_pool.take(rt.name, base_url)
-    yield session
     private = request.node.get_closest_marker("harness_private") is not None
+    session = harness_pool.take(rt.name, base_url, private=private)
+    yield session
     harness_pool.give(rt.name, session, keep=not private)
 
 

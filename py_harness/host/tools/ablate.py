@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..judge.mutants import FAST_COMMON, Mutant
 from ..paths import SHADER_DIR, shader_sources
+from .arg_types import positive_int, positive_ints
 from .bench import main as bench_main
 
 
@@ -137,13 +138,18 @@ def ablated_sources(name: str, shaders: Path = SHADER_DIR) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m py_harness ablate", description=__doc__)
-    ap.add_argument("--seq", default="4096")
-    ap.add_argument("--head-dim", default="64")
-    ap.add_argument("--heads", default="16")
-    ap.add_argument("--runs", default="5")
-    ap.add_argument("--only", help="comma-separated ablations (default: all)")
+    ap.add_argument("--seq", type=positive_ints, default=[4096])
+    ap.add_argument("--head-dim", type=positive_ints, default=[64])
+    ap.add_argument("--heads", type=positive_int, default=16)
+    ap.add_argument("--runs", type=positive_int, default=5)
+    ap.add_argument(
+        "--only", help=f"comma-separated ablations (default: all): {', '.join(ABLATIONS)}"
+    )
     args = ap.parse_args(argv)
     names = args.only.split(",") if args.only else list(ABLATIONS)
+    if unknown := [n for n in names if n not in ABLATIONS]:
+        ap.error(f"--only: unknown {', '.join(unknown)}; known: {', '.join(ABLATIONS)}")
+    sizes = ["--seq", ",".join(map(str, args.seq)), "--head-dim", ",".join(map(str, args.head_dim))]
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
@@ -152,13 +158,13 @@ def main(argv: list[str] | None = None) -> int:
             for file, text in ablated_sources(name).items():
                 (folder / file).write_text(text)
             out = Path(tmp) / f"{name}.json"
-            argv = ["--variant", "fast", "--shaders", str(folder), "--seq", args.seq]
-            argv += ["--head-dim", args.head_dim, "--heads", args.heads, "--causal", "no"]
-            argv += ["--runs", args.runs, "--warmup", "3", "--no-torch", "--numpy-max-seq", "0"]
+            argv = ["--variant", "fast", "--shaders", str(folder), *sizes]
+            argv += ["--heads", str(args.heads), "--causal", "no", "--runs", str(args.runs)]
+            argv += ["--warmup", "3", "--no-torch", "--numpy-max-seq", "0"]
             argv += ["--json", str(out), "--plot", ""]
             bench_main(argv)
             rows[name] = [r["extra"]["pass_ms"] for r in json.loads(out.read_text())["rows"]]
-    print(f"# ablations, seq {args.seq}, head_dim {args.head_dim}: GPU ms per pass (saving)")
+    print(f"# ablations, seq {sizes[1]}, head_dim {sizes[3]}: GPU ms per pass (saving)")
     for name, per_size in rows.items():
         for i, passes in enumerate(per_size):
             base = rows["baseline"][i] if "baseline" in rows else passes

@@ -16,6 +16,7 @@ Needs numpy and what the runtime needs (wgpu by default; torch optional, importe
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import platform
 import statistics
@@ -31,6 +32,7 @@ from ..judge.cases import Case, alibi_shape, mask_shape
 from ..paths import SHADER_DIR, output_dir, shader_sources
 from ..runtimes.registry import RUNTIMES, runtime
 from ..runtimes.sessions import Session
+from .arg_types import natural, naturals, positive_int, positive_ints
 from .bench_impls import (
     LOGITS,
     MASKS,
@@ -49,6 +51,23 @@ DROPOUT_SEED = Case.seed  # --dropout's hash seed: the matrix's default
 GPU_DEFAULTS = {"seq": "1024,2048,4096", "head_dim": "64,128", "heads": 16, "runs": 10}
 # CPU adapters (lavapipe, SwiftShader) are 1000x slower: small sizes, few runs.
 CPU_DEFAULTS = {"seq": "128,256", "head_dim": "64", "heads": 4, "runs": 3}
+# The command line's option for each configuration field a refusal names (config.validate).
+OPTION_OF = {
+    "batch": "--batch",
+    "num_heads": "--heads",
+    "num_kv_heads": "--kv-heads",
+    "batch * num_heads": "--batch x --heads",
+    "seq_q": "--seq",
+    "seq_k": "--seq-k",
+    "head_dim": "--head-dim",
+    "causal_offset": "--causal-offset",
+    "window_left": "--window-left",
+    "window_right": "--window-right",
+    "softcap": "--softcap",
+    "dropout_p": "--dropout",
+    "cu_seqlens_q": "--lengths",
+    "cu_seqlens_k": "--lengths",
+}
 
 
 def _adapter_type(info: dict[str, str]) -> str:
@@ -109,8 +128,8 @@ def _recorded_args(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> int:
     from ..engine import open_session
 
-    if args.seq_k is not None and (args.lengths or args.seq_k < 1):
-        raise SystemExit("--seq-k: only >= 1, and without --lengths")
+    if args.seq_k is not None and args.lengths:
+        raise SystemExit("--seq-k: not with --lengths")
     if args.seq_k is not None and args.causal != "no" and args.causal_offset is None:
         raise SystemExit(
             "--seq-k with causal: give --causal-offset (torch's is_causal aligns Sq != Sk "
@@ -120,11 +139,39 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("--mask: not with --lengths (an additive mask is [B, H, Sq, Sk])")
     if not 0.0 <= args.dropout < 1.0:
         raise SystemExit(f"--dropout: a probability in [0, 1), got {args.dropout}")
+    refuse_what_cannot_run(args)
     reason = runtime(args.runtime).missing()
     if reason:
         raise SystemExit(f"--runtime {args.runtime}: not available here: {reason}")
     with open_session(args.runtime) as session:
         return _run(session, args)
+
+
+def refuse_what_cannot_run(args: argparse.Namespace) -> None:
+    """Every size the command line asks for (with the defaults of both kinds of adapter
+    where it names none), checked before a runtime starts: a configuration no kernel can
+    run is refused with the option to change, one a variant does not support with the
+    variant; the device's own limits are checked per size later, once it is known."""
+    from ...config import ConfigError, validate
+
+    variants = [VARIANTS[n] for n in _variant_names(args.variant)]
+    seqs = [max(args.lengths)] if args.lengths else args.seq
+    seqs = {*(seqs or (*_ints(GPU_DEFAULTS["seq"]), *_ints(CPU_DEFAULTS["seq"])))}
+    seqs |= {args.verify_seq} if args.verify and args.verify_seq else set()
+    dims = args.head_dim or {*_ints(GPU_DEFAULTS["head_dim"]), *_ints(CPU_DEFAULTS["head_dim"])}
+    heads = [args.heads] if args.heads else [GPU_DEFAULTS["heads"], CPU_DEFAULTS["heads"]]
+    causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
+    for s, d, h, causal in itertools.product(sorted(seqs), sorted(dims), heads, causals):
+        try:
+            cfg = _config(args, h, s, d, causal)
+            validate(cfg)
+        except ConfigError as exc:
+            if args.lengths and exc.argument in ("seq_q", "seq_k"):
+                raise SystemExit(f"--lengths: the longest sequence {exc.detail}") from None
+            raise SystemExit(f"{OPTION_OF.get(exc.argument, exc.argument)}: {exc.detail}") from None
+        for v in variants:
+            if why := v.refusal(cfg):
+                raise SystemExit(f"--variant {v.name}: {why}")
 
 
 def _run(session: Session, args: argparse.Namespace) -> int:
@@ -135,13 +182,12 @@ def _run(session: Session, args: argparse.Namespace) -> int:
     timestamps = "timestamp-query" in adapter["features"]
     kind = _adapter_type(info)
     defaults = CPU_DEFAULTS if kind == "CPU" else GPU_DEFAULTS
-    seqs = [max(args.lengths)] if args.lengths else _ints(args.seq or defaults["seq"])
-    dims = _ints(args.head_dim or defaults["head_dim"])
+    seqs = [max(args.lengths)] if args.lengths else args.seq or _ints(defaults["seq"])
+    dims = args.head_dim or _ints(defaults["head_dim"])
     heads = args.heads or defaults["heads"]
     args.runs = args.runs or defaults["runs"]
     causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
-    names = list(VARIANTS) if args.variant == "all" else _ints_or_names(args.variant)
-    variants = [VARIANTS[n] for n in names]
+    variants = [VARIANTS[n] for n in _variant_names(args.variant)]
     unit, unit_name = (1e9, "GFLOP/s") if kind == "CPU" else (1e12, "TFLOP/s")
     print(
         f"# {args.runtime}: {info.get('vendor')} {info.get('device') or info.get('description')} "
@@ -167,7 +213,7 @@ def _run(session: Session, args: argparse.Namespace) -> int:
         f"{'bwd ms':>10} {'bwd rate':>9} {'fwd/torch':>9} {'bwd/torch':>9}  timing"
     )
     out_rows, skipped, verify = [], [], []
-    _discarded_first(session, variants, seqs, dims, causals, heads, args)
+    _discarded_first(session, variants, seqs, dims, causals, heads, args, limits)
     for d in dims:
         for causal in causals:
             for s in seqs:
@@ -187,9 +233,12 @@ def _run(session: Session, args: argparse.Namespace) -> int:
                     out_rows.append(_row_json(r, cfg, torch_row))
     if args.verify:
         verify = _verify(
-            session, variants, args.verify_seq or min(seqs), dims, causals, heads, args
+            session, variants, args.verify_seq or min(seqs), dims, causals, heads, args, limits
         )
     _overheads(out_rows, compile_ms)
+    nothing = not {r["impl"] for r in out_rows} & {v.name for v in variants}
+    if nothing:
+        print("# nothing measured: every size was skipped or failed (above)")
     meta = {
         "runtime": args.runtime,
         "adapter": info,
@@ -216,7 +265,7 @@ def _run(session: Session, args: argparse.Namespace) -> int:
     if args.plot:
         write_svg(Path(args.plot), out_rows, title=f"{info.get('device') or info.get('vendor')}")
         print(f"# plot written to {args.plot}")
-    return 1 if any(not r["passed"] for r in verify) else 0
+    return 1 if nothing or any(not r["passed"] for r in verify) else 0
 
 
 def _measure(session, cfg, variants, torch, tdev, args, skipped) -> tuple[list[Row], Row | None]:
@@ -272,29 +321,43 @@ def _config(
     )
 
 
-def _discarded_first(session, variants, seqs, dims, causals, heads, args) -> None:
+def _discarded_first(session, variants, seqs, dims, causals, heads, args, limits) -> None:
     """Time the first size once and drop it: on the H200 the first size timed in a fresh
     process sometimes ran 5x slow through every run and 300 ms of warm-up (not a clock
-    ramp); the sizes after it never did."""
+    ramp); the sizes after it never did. Not for a size the device cannot hold (its inputs
+    alone could take gigabytes of host memory)."""
+    from ...config import validate_sizes
+
     if not variants:
         return
     cfg = _config(args, heads, min(seqs), min(dims), causals[0])
     try:
+        validate_sizes(cfg, limits)
         x = make_inputs(cfg, logits=args.logits, mask=args.mask)
         bench_variant(session, variants[0], cfg, x, args)
     except Exception as exc:  # the table's own run reports it
         print(f"# discarded first measurement failed: {type(exc).__name__}: {exc}")
 
 
-def _verify(session, variants, seq, dims, causals, heads, args) -> list[dict]:
+def _verify(session, variants, seq, dims, causals, heads, args, limits) -> list[dict]:
+    """--verify: each variant judged at one size; one the device cannot hold fails."""
+    from ...config import ConfigError, validate, validate_sizes
+
     out = []
     for v in variants:
         for d in dims:
             for causal in causals:
                 cfg = _config(args, heads, seq, d, causal)
-                x = make_inputs(cfg, seed=1, logits=args.logits, mask=args.mask)
-                large = args.logits != "normal"
-                res = verify_variant(session, v, cfg, x, args.shaders, large_scores=large)
+                try:
+                    validate(cfg)
+                    validate_sizes(cfg, limits)
+                except ConfigError as exc:
+                    res = {"variant": v.name, "seq": seq, "head_dim": d, "causal": causal}
+                    res |= {"passed": False, "reports": [f"not run: {exc}"]}
+                else:
+                    x = make_inputs(cfg, seed=1, logits=args.logits, mask=args.mask)
+                    large = args.logits != "normal"
+                    res = verify_variant(session, v, cfg, x, args.shaders, large_scores=large)
                 out.append(res)
                 verdict = "PASS" if res["passed"] else "FAIL"
                 print(f"# verify {v.name} seq {seq} D {d} causal {causal}: {verdict}")
@@ -303,11 +366,16 @@ def _verify(session, variants, seq, dims, causals, heads, args) -> list[dict]:
     return out
 
 
-def _ints_or_names(spec: str) -> list[str]:
+def _variant_names(spec: str) -> list[str]:
+    """--variant: comma-separated built-in names, or all."""
+    if spec == "all":
+        return list(VARIANTS)
     names = [s.strip() for s in spec.split(",") if s.strip()]
     for n in names:
         if n not in VARIANTS:
             raise SystemExit(f"--variant: unknown {n!r}; known: {', '.join(VARIANTS)}")
+    if not names:
+        raise SystemExit(f"--variant: name at least one of {', '.join(VARIANTS)}, or all")
     return names
 
 
@@ -359,15 +427,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--seq",
+        type=positive_ints,
         help=f"sequence lengths (Sq = Sk); default {GPU_DEFAULTS['seq']}, "
         f"{CPU_DEFAULTS['seq']} on a CPU adapter",
     )
     ap.add_argument(
-        "--head-dim", help=f"default {GPU_DEFAULTS['head_dim']} ({CPU_DEFAULTS['head_dim']} on CPU)"
+        "--head-dim",
+        type=positive_ints,
+        help=f"default {GPU_DEFAULTS['head_dim']} ({CPU_DEFAULTS['head_dim']} on CPU)",
     )
     ap.add_argument(
         "--seq-k",
-        type=int,
+        type=positive_int,
         help="the keys' length instead of Sq (cross-attention; --seq is then Sq); with "
         "causal, --causal-offset too",
     )
@@ -386,26 +457,28 @@ def main(argv: list[str] | None = None) -> int:
         help="an additive mask, drawn as the matrix's: keypad [B, 1, 1, Sk] (the last 3 + 7 b "
         "keys -inf) or full [Sq, Sk] (normal); torch gets it as attn_mask",
     )
-    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--batch", type=positive_int, default=1)
     ap.add_argument(
         "--lengths",
-        type=_ints,
+        type=naturals,
         help="a variable-length batch (cu_seqlens) of these sequence lengths, Sq = Sk each, "
         "instead of --seq and --batch (e.g. 1024,256,768,512,128,640,384,384); no torch or "
         "NumPy rows: compare with --seq of their sum",
     )
     ap.add_argument(
         "--heads",
-        type=int,
+        type=positive_int,
         help=f"default {GPU_DEFAULTS['heads']} ({CPU_DEFAULTS['heads']} on CPU)",
     )
-    ap.add_argument("--kv-heads", type=int, help="default: --heads (torch gets K/V repeated)")
+    ap.add_argument(
+        "--kv-heads", type=positive_int, help="default: --heads (torch gets K/V repeated)"
+    )
     ap.add_argument(
         "--runs",
-        type=int,
+        type=positive_int,
         help=f"timed runs; default {GPU_DEFAULTS['runs']} ({CPU_DEFAULTS['runs']} on CPU)",
     )
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--warmup", type=natural, default=2)
     ap.add_argument(
         "--warmup-ms",
         type=float,
@@ -438,10 +511,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--no-torch", action="store_true", help="skip torch even if installed")
     ap.add_argument(
-        "--numpy-max-seq", type=int, default=1024, help="time NumPy only up to this seq"
+        "--numpy-max-seq", type=natural, default=1024, help="time NumPy only up to this seq"
     )
     ap.add_argument("--verify", action="store_true", help="judge one size against float64 NumPy")
-    ap.add_argument("--verify-seq", type=int, help="the size --verify uses (default: the smallest)")
+    ap.add_argument(
+        "--verify-seq", type=positive_int, help="the size --verify uses (default: the smallest)"
+    )
     ap.add_argument("--shaders", type=Path, default=SHADER_DIR, help="folder with the .wgsl files")
     ap.add_argument("--json", type=Path, default=output_dir() / "bench.json")
     ap.add_argument(

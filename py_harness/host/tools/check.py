@@ -17,13 +17,7 @@ from ...kernels import DEFAULT_VARIANT
 from .. import matrix_suite
 from ..paths import output_dir
 from ..runtimes.registry import RUNTIMES
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an int >= 1."""
-    if not text.strip().isdecimal() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return int(text)
+from .arg_types import positive_int
 
 
 def add_kernel_options(ap: argparse.ArgumentParser, runtime: str, runtimes: str) -> None:

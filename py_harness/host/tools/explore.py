@@ -23,27 +23,10 @@ from ..judge.limitations import case_coverage
 from ..judge.random_cases import case_literal, random_case
 from ..paths import output_dir
 from ..runtimes.registry import RUNTIMES
-from .check import add_kernel_options, positive_int
+from .arg_types import natural, positive_int, positive_number
+from .check import add_kernel_options
 
 MAX_ERRORS_IN_A_ROW = 3  # a session that errs this often is taken as dead
-
-
-def natural(text: str) -> int:
-    """argparse type: an int >= 0 (numpy's generators take no negative seed)."""
-    if not text.strip().isdecimal():
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return int(text)
-
-
-def positive_number(text: str) -> float:
-    """argparse type: a finite number > 0 (minutes, seconds)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
-    return value
 
 
 def parser() -> argparse.ArgumentParser:

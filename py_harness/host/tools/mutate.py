@@ -41,18 +41,10 @@ from ..judge.mutation import OPERATORS, Edit, edits
 from ..paths import output_dir
 from ..runtimes.registry import RUNTIMES, native_child_session
 from ..runtimes.sessions import Session
-from .check import add_kernel_options, positive_int
-from .explore import natural, positive_number
+from .arg_types import natural, positive_int, positive_number, shard
+from .check import add_kernel_options
 
 NATIVE = ("wgpu", "dawn")  # the runtimes native_child_session can run in a child process
-
-
-def shard(text: str) -> tuple[int, int]:
-    """argparse type: K/N with 0 <= K < N."""
-    k, _, n = text.partition("/")
-    if not (k.isdecimal() and n.isdecimal() and int(k) < int(n)):
-        raise argparse.ArgumentTypeError(f"must be K/N with 0 <= K < N, got {text!r}")
-    return int(k), int(n)
 
 
 def parser() -> argparse.ArgumentParser:

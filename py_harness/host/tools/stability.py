@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ...kernels import VARIANTS
 from ..paths import PACKAGE_DIR, output_dir
-from .check import positive_int
+from .arg_types import positive_int
 
 SWIFTSHADER_ICD = "/usr/lib/chromium/vk_swiftshader_icd.json"
 
