@@ -78,3 +78,13 @@ def node_binary() -> str:
 def shader_sources(directory: Path = SHADER_DIR) -> dict[str, str]:
     """Every .wgsl file in `directory`, by file name (the page gets them with each case)."""
     return {p.name: p.read_text() for p in sorted(directory.glob("*.wgsl"))}
+
+
+def cannot_write(folder: Path) -> str | None:
+    """Why results cannot go into `folder` (None: they can; it is created). Asked before a
+    run, whose results would otherwise be lost when they are written at its end."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot write {folder}: {exc}"
+    return None if os.access(folder, os.W_OK) else f"cannot write {folder}: not writable"

@@ -29,7 +29,7 @@ import numpy as np
 from ...config import AttentionConfig, cu_seqlens
 from ...kernels import VARIANTS
 from ..judge.cases import Case, alibi_shape, mask_shape
-from ..paths import SHADER_DIR, output_dir, shader_sources
+from ..paths import SHADER_DIR, cannot_write, output_dir, shader_sources
 from ..runtimes.registry import RUNTIMES, runtime
 from ..runtimes.sessions import Session
 from .arg_types import natural, naturals, positive_int, positive_ints
@@ -140,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 <= args.dropout < 1.0:
         raise SystemExit(f"--dropout: a probability in [0, 1), got {args.dropout}")
     refuse_what_cannot_run(args)
+    for option, path in (("--json", args.json), ("--plot", Path(args.plot) if args.plot else None)):
+        if path is not None and (why := cannot_write(path.parent)):
+            raise SystemExit(f"{option}: {why}")
     reason = runtime(args.runtime).missing()
     if reason:
         raise SystemExit(f"--runtime {args.runtime}: not available here: {reason}")

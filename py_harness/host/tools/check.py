@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ...kernels import DEFAULT_VARIANT
 from .. import matrix_suite
-from ..paths import output_dir
+from ..paths import cannot_write, output_dir
 from ..runtimes.registry import RUNTIMES
 from .arg_types import positive_int
 
@@ -103,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    args = parser().parse_args(argv[: len(argv) - len(extra) - (1 if "--" in argv else 0)])
+    ap = parser()
+    args = ap.parse_args(argv[: len(argv) - len(extra) - (1 if "--" in argv else 0)])
+    if args.out is not None and (why := cannot_write(args.out)):
+        ap.error(f"--out: {why}")
     code = pytest.main(pytest_args(args, extra))
     # 0: all passed (skips and expected failures included); 5: nothing was collected.
     return 0 if code == 0 else 1

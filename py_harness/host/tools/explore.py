@@ -21,7 +21,7 @@ from .. import variants
 from ..engine import evaluate, open_session
 from ..judge.limitations import case_coverage
 from ..judge.random_cases import case_literal, random_case
-from ..paths import output_dir
+from ..paths import cannot_write, output_dir
 from ..runtimes.registry import RUNTIMES
 from .arg_types import natural, positive_int, positive_number
 from .check import add_kernel_options
@@ -119,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (ValueError, KeyError) as err:
         parser().error(str(err).strip("'\""))
+    out = args.out or output_dir() / f"explore-{args.variant}"
+    if why := cannot_write(out):
+        parser().error(f"--out: {why}")
     runtimes = list(RUNTIMES) if args.runtime == "all" else args.runtime.split(",")
     unknown = [r for r in runtimes if r not in RUNTIMES]
     if unknown:
@@ -140,8 +143,6 @@ def main(argv: list[str] | None = None) -> int:
             f"\n{r['status'].upper()} {r['case']} on {r['runtime']}: replay with "
             f"`{replay_command(args, r)}`\n{r['literal']}\n{r['detail']}"
         )
-    out = args.out or output_dir() / f"explore-{args.variant}"
-    out.mkdir(parents=True, exist_ok=True)
     summary = {"seed": args.seed, "variant": args.variant, "counts": counts, "results": rows}
     (out / "results.json").write_text(json.dumps(summary, indent=1))
     return 1 if bad else 0

@@ -38,7 +38,7 @@ from ..engine import evaluate, evaluate_forward_first, judged_cases, open_sessio
 from ..judge.cases import CASES, SMOKE, Case, by_id
 from ..judge.inputs import CaseResult
 from ..judge.mutation import OPERATORS, Edit, edits
-from ..paths import output_dir
+from ..paths import cannot_write, output_dir
 from ..runtimes.registry import RUNTIMES, native_child_session
 from ..runtimes.sessions import Session
 from .arg_types import natural, positive_int, positive_number, shard
@@ -200,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         cases = choose_cases(args)
     except (ValueError, KeyError) as err:
         parser().error(str(err).strip("'\""))
+    out = args.out or output_dir() / f"mutate-{args.variant}"
+    if not args.list and (why := cannot_write(out)):
+        parser().error(f"--out: {why}")
     if args.list:
         for e in chosen:
             print(e.describe())
@@ -230,8 +233,6 @@ def main(argv: list[str] | None = None) -> int:
     if by_function:
         ranked = sorted(by_function.items(), key=lambda kv: -kv[1])
         print("# survivors by fn: " + ", ".join(f"{fn or '(top level)'} {n}" for fn, n in ranked))
-    out = args.out or output_dir() / f"mutate-{args.variant}"
-    out.mkdir(parents=True, exist_ok=True)
     summary = {"variant": args.variant, "runtime": args.runtime, "counts": counts, "results": rows}
     (out / "results.json").write_text(json.dumps(summary, indent=1))
     return 1 if survivors or counts.get("unjudged") else 0

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...kernels import VARIANTS
-from ..paths import PACKAGE_DIR, output_dir
+from ..paths import PACKAGE_DIR, cannot_write, output_dir
 from .arg_types import positive_int
 
 SWIFTSHADER_ICD = "/usr/lib/chromium/vk_swiftshader_icd.json"
@@ -149,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(
             f"--profiles: unknown {sorted(wanted - {p.name for p in profiles})}; known: {names}"
         )
+    if why := cannot_write(args.out):
+        ap.error(f"--out: {why}")
     runs = []
     for variant in args.variant.split(","):
         for profile in profiles:
@@ -165,6 +167,5 @@ def main(argv: list[str] | None = None) -> int:
         f"({rate:.2%}); {total['known']} failures of a declared kernel flaw; "
         f"{total['unsupported']} case runs unsupported on their driver"
     )
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps({"total": total, "runs": runs}, indent=1))
     return 1 if total["false_fails"] or any("error" in r for r in runs) else 0
