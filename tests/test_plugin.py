@@ -31,6 +31,8 @@ def test_options_ini_keys_and_markers_are_registered(pytester: pytest.Pytester) 
         (["--case", "d1-no-such-case"], "d1-no-such-case"),
         (["--variant-file", "missing.toml"], "missing.toml"),
         (["--shaders", "."], "lacks fa2_fast_backward.wgsl"),
+        (["--harness-json", "/proc/no/results.json"], "--harness-json: cannot write /proc/no"),
+        (["--harness-json", "."], "--harness-json: cannot write .: a folder"),
     ],
 )
 def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args, message) -> None:

@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..arg_types import port
 from .chromium import chromium_launch_args
 
 READY_PREFIX = "Listening on "  # what run-server prints once it accepts connections
@@ -174,7 +175,7 @@ def parser() -> argparse.ArgumentParser:
         default="127.0.0.1",
         help="address to listen on (default 127.0.0.1: reach it through an SSH tunnel)",
     )
-    ap.add_argument("--port", type=int, default=0, help="port (default 0: a free one, printed)")
+    ap.add_argument("--port", type=port, default=0, help="port (default 0: a free one, printed)")
     ap.add_argument("--path", help="the endpoint's path (default: a random token)")
     ap.add_argument(
         "--chromium-arg",

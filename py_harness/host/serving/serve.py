@@ -7,10 +7,9 @@ is taken is one line and exit 1; `--help` shows every default.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
-from collections.abc import Callable
 
+from ..arg_types import port, positive_number
 from .limits import (
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_REFERENCE_MB,
@@ -36,27 +35,6 @@ def _ensure_built() -> bool:
     return True
 
 
-def _checked[T](
-    parse: Callable[[str], T], accept: Callable[[T], bool], want: str
-) -> Callable[[str], T]:
-    """An argparse type: `parse`, then `accept`, else argparse's usage error saying `want`."""
-
-    def convert(text: str) -> T:
-        try:
-            value = parse(text)
-        except ValueError:
-            value = None
-        if value is None or not accept(value):
-            raise argparse.ArgumentTypeError(f"must be {want}, got {text!r}")
-        return value
-
-    return convert
-
-
-_positive = _checked(float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
-_port = _checked(int, lambda v: 0 <= v <= 65535, "an integer in [0, 65535]")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="py-harness serve",
@@ -64,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
-    parser.add_argument("--port", type=_port, default=8000, help="0 = any free port")
+    parser.add_argument("--port", type=port, default=8000, help="0 = any free port")
     parser.add_argument(
         "--allow-host",
         action="append",
@@ -74,25 +52,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--timeout",
-        type=_positive,
+        type=positive_number,
         default=DEFAULT_TIMEOUT,
         help="seconds for a request to arrive (slower clients get 408 and are closed)",
     )
     parser.add_argument(
         "--max-body-mb",
-        type=_positive,
+        type=positive_number,
         default=DEFAULT_MAX_BODY / 2**20,
         help="largest POST body accepted by /api/ (MiB; larger gets 413)",
     )
     parser.add_argument(
         "--max-reference-mb",
-        type=_positive,
+        type=positive_number,
         default=DEFAULT_MAX_REFERENCE_MB,
         help="largest modelled memory of one judged case's float64 reference (MiB; 422 beyond)",
     )
     parser.add_argument(
         "--max-reference-seconds",
-        type=_positive,
+        type=positive_number,
         default=DEFAULT_MAX_REFERENCE_SECONDS,
         help="longest modelled time of one judged case's float64 reference (422 beyond)",
     )

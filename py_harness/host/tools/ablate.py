@@ -14,9 +14,9 @@ import json
 import tempfile
 from pathlib import Path
 
+from ..arg_types import positive_int, positive_ints
 from ..judge.mutants import FAST_COMMON, Mutant
 from ..paths import SHADER_DIR, shader_sources
-from .arg_types import positive_int, positive_ints
 from .bench import main as bench_main
 
 

@@ -28,11 +28,11 @@ import numpy as np
 
 from ...config import AttentionConfig, cu_seqlens
 from ...kernels import VARIANTS
+from ..arg_types import natural, naturals, positive_int, positive_ints
 from ..judge.cases import Case, alibi_shape, mask_shape
 from ..paths import SHADER_DIR, cannot_write, output_dir, shader_sources
 from ..runtimes.registry import RUNTIMES, runtime
 from ..runtimes.sessions import Session
-from .arg_types import natural, naturals, positive_int, positive_ints
 from .bench_impls import (
     LOGITS,
     MASKS,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from ...kernels import DEFAULT_VARIANT
 from .. import matrix_suite
+from ..arg_types import positive_int
 from ..paths import cannot_write, output_dir
 from ..runtimes.registry import RUNTIMES
-from .arg_types import positive_int
 
 
 def add_kernel_options(ap: argparse.ArgumentParser, runtime: str, runtimes: str) -> None:

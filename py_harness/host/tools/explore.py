@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 from .. import variants
+from ..arg_types import natural, positive_int, positive_number
 from ..engine import evaluate, open_session
 from ..judge.limitations import case_coverage
 from ..judge.random_cases import case_literal, random_case
 from ..paths import cannot_write, output_dir
 from ..runtimes.registry import RUNTIMES
-from .arg_types import natural, positive_int, positive_number
 from .check import add_kernel_options
 
 MAX_ERRORS_IN_A_ROW = 3  # a session that errs this often is taken as dead

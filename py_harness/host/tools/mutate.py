@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .. import variants
+from ..arg_types import natural, positive_int, positive_number, shard
 from ..engine import evaluate, evaluate_forward_first, judged_cases, open_session
 from ..judge.cases import CASES, SMOKE, Case, by_id
 from ..judge.inputs import CaseResult
@@ -41,7 +42,6 @@ from ..judge.mutation import OPERATORS, Edit, edits
 from ..paths import cannot_write, output_dir
 from ..runtimes.registry import RUNTIMES, native_child_session
 from ..runtimes.sessions import Session
-from .arg_types import natural, positive_int, positive_number, shard
 from .check import add_kernel_options
 
 NATIVE = ("wgpu", "dawn")  # the runtimes native_child_session can run in a child process

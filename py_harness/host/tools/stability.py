@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...kernels import VARIANTS
+from ..arg_types import positive_int
+from ..judge.cases import by_id
 from ..paths import PACKAGE_DIR, cannot_write, output_dir
-from .arg_types import positive_int
 
 SWIFTSHADER_ICD = "/usr/lib/chromium/vk_swiftshader_icd.json"
 
@@ -149,10 +150,20 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(
             f"--profiles: unknown {sorted(wanted - {p.name for p in profiles})}; known: {names}"
         )
+    variants = [v.strip() for v in args.variant.split(",") if v.strip()]
+    if unknown := sorted(set(variants) - set(VARIANTS)):
+        ap.error(f"--variant: unknown {unknown}; known: {', '.join(VARIANTS)}")
+    if not variants:
+        ap.error(f"--variant: name one of {', '.join(VARIANTS)}")
+    try:  # each profile's check would refuse them only after its runtime had started
+        for case in args.case:
+            by_id(case)
+    except KeyError as err:
+        ap.error(f"--case: {err.args[0]}")
     if why := cannot_write(args.out):
         ap.error(f"--out: {why}")
     runs = []
-    for variant in args.variant.split(","):
+    for variant in variants:
         for profile in profiles:
             print(f"# {profile.name} ({profile.about}), {variant}, {args.draws} draws", flush=True)
             run = run_profile(profile, variant, args)

@@ -53,3 +53,10 @@ def shard(text: str) -> tuple[int, int]:
     if not (k.isdecimal() and n.isdecimal() and int(k) < int(n)):
         raise argparse.ArgumentTypeError(f"must be K/N with 0 <= K < N, got {text!r}")
     return int(k), int(n)
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 for any free one."""
+    if not text.strip().isdecimal() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 65535], got {text!r}")
+    return int(text)

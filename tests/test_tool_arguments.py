@@ -1,0 +1,77 @@
+"""What the tools refuse before a run starts, by option: an output they cannot write (each
+writes its results when its run ends, minutes to hours later: found 2026-12-06, every tool
+lost them there; the plugin's --harness-json: tests/test_plugin.py), and names only a run
+would have found wrong. `bench`'s sizes and counts:
+tests/test_bench.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from py_harness.host.runtimes import browser_server
+from py_harness.host.serving import serve
+from py_harness.host.tools import bench, check, explore, mutate, stability
+
+
+def _tools(blocked: Path) -> list[tuple[str, Callable[[list[str]], int], list[str]]]:
+    return [
+        ("check --out", check.main, ["--runtime", "wgpu", "--out", str(blocked)]),
+        ("explore --out", explore.main, ["--runtime", "wgpu", "--out", str(blocked)]),
+        ("mutate --out", mutate.main, ["--runtime", "wgpu", "--out", str(blocked)]),
+        ("stability --out", stability.main, ["--out", str(blocked)]),
+        ("bench --json", bench.main, ["--no-torch", "--json", str(blocked / "b.json")]),
+        ("bench --plot", bench.main, ["--no-torch", "--plot", str(blocked / "b.svg")]),
+    ]
+
+
+@pytest.mark.parametrize("which", [name for name, _, _ in _tools(Path())])
+def test_an_output_it_cannot_write_is_refused_before_the_run(
+    which: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from py_harness.host import engine
+
+    def no_session(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a runtime was started for a run whose results cannot be kept")
+
+    monkeypatch.setattr(engine, "open_session", no_session)
+    blocked = tmp_path / "a-file"  # a file where the output folder should be
+    blocked.write_text("")
+    _, tool, argv = next(t for t in _tools(blocked) if t[0] == which)
+    with pytest.raises(SystemExit) as exc:
+        tool(argv)
+    said = capsys.readouterr().err if exc.value.code == 2 else str(exc.value.code)
+    option = which.split()[1]
+    assert f"{option}: cannot write {blocked}" in said, said
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--case", "d1-no-such"], "--case: no case 'd1-no-such'"),
+        (["--variant", "seed,nope"], "--variant: unknown ['nope']; known: seed, fast"),
+        (["--variant", ","], "--variant: name one of seed, fast"),
+    ],
+)
+def test_stability_refuses_names_before_any_profile_runs(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Each profile's check refused them only after its runtime had started, and the tally
+    read "0 judged draws: 0 false FAILs"."""
+    with pytest.raises(SystemExit) as exc:
+        stability.main([*argv, "--out", str(tmp_path)])
+    assert exc.value.code == 2 and says in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # no profile ran
+
+
+@pytest.mark.parametrize("tool", [serve.main, browser_server.main], ids=["serve", "browser-server"])
+def test_a_port_outside_tcps_range_is_refused(tool, capsys: pytest.CaptureFixture) -> None:
+    for bad in ("65536", "-1", "x"):
+        with pytest.raises(SystemExit) as exc:
+            tool(["--port", bad])
+        assert exc.value.code == 2
+        assert f"argument --port: must be an integer in [0, 65535], got '{bad}'" in (
+            capsys.readouterr().err
+        )
