@@ -7,6 +7,7 @@ on wgpu and chromium. Nothing from the checkout is importable there: only the np
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from py_harness.host.runtimes.registry import runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "packed-kv"
+CONTROL = "d64-sq128-sk128-b2-h4"
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
@@ -73,9 +75,12 @@ def test_example_project_passes_on_wgpu_and_chromium(
     assert " failed" not in proc.stdout and " passed" in proc.stdout
     # Both runtimes judged the project's variant: the plugin's matrix names it per runtime.
     assert "py-harness: packed_kv, case x runtime" in proc.stdout, proc.stdout[-3000:]
-    # The check command, from the installed distribution, on the same variant file.
-    check = [python, "-m", "py_harness", "check", "--runtime", "wgpu", "--smoke"]
+    # The check command, from the installed distribution, on the same variant file: one
+    # case (the smoke subset on wgpu has just been judged through the plugin).
+    check = [python, "-m", "py_harness", "check", "--runtime", "wgpu", "--case", CONTROL]
     check += ["--variant", "packed_kv", "--variant-file", "kernels/packed_kv.toml"]
     proc = _run(check, project, env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert (project / "build" / "check-packed_kv" / "results.json").is_file()
+    results = json.loads((project / "build" / "check-packed_kv" / "results.json").read_text())
+    judged = [r for r in results["results"] if not r["case"].startswith("limitation:")]
+    assert [(r["case"], r["status"]) for r in judged] == [(CONTROL, "pass")], results
