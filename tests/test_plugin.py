@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from py_harness.host.runtimes.registry import runtime
+from tests.fakes import planted_shaders
 
 pytest_plugins = ["pytester"]
 
@@ -79,3 +80,21 @@ def test_needs_adapter_skips_what_the_adapter_lacks(pytester: pytest.Pytester) -
     result = pytester.runpytest_subprocess("--runtime", "wgpu", "-rs")
     result.assert_outcomes(passed=1, skipped=2)
     result.stdout.fnmatch_lines(["*lacks the feature 'no-such-feature'*"])
+
+
+@pytest.mark.browser
+def test_a_failing_case_reports_its_verdict_and_no_traceback(pytester: pytest.Pytester) -> None:
+    """The verdict names the case, variant, runtime and each output's worst element; the
+    plugin's own source (run_case's body) is not printed under it."""
+    reason = runtime("wgpu").missing()
+    if reason:
+        pytest.skip(reason)
+    shaders = planted_shaders(pytester.path, "fast-full-tile-ignores-mask")
+    pytester.makepyfile("def test_case(run_case, matrix_case):\n    run_case(matrix_case)\n")
+    case = "d64-sq113-sk203-h4-mask-full"
+    args = ["--runtime", "wgpu", "--variant", "fast", "--case", case, "--shaders", shaders]
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert f"{case} (fast) on wgpu:\no: FAIL max abs" in out, out
+    assert "__tracebackhide__" not in out and "def run(" not in out and "assert " not in out

@@ -348,6 +348,8 @@ def run_case(
     with the report otherwise."""
 
     def run(case: Case, draw: int | None = None) -> report.Outcome:
+        # An error shows the test's line and the exception, not this function's source.
+        __tracebackhide__ = True
         node = request.node
         refusal = variant_registry.refusal(variant, case.config())
         if refusal:
@@ -375,7 +377,8 @@ def run_case(
         _record(node, o, variant, saved)
         if o.status == "known":
             pytest.xfail(o.detail)
-        assert o.status == "pass", f"{case.id} ({variant}) on {harness.runtime}:\n{o.detail}"
+        if o.status != "pass":  # the verdict is the whole message: no traceback under it
+            pytest.fail(f"{case.id} ({variant}) on {harness.runtime}:\n{o.detail}", pytrace=False)
         return o
 
     return run
