@@ -98,3 +98,42 @@ def test_a_failing_case_reports_its_verdict_and_no_traceback(pytester: pytest.Py
     out = result.stdout.str()
     assert f"{case} (fast) on wgpu:\no: FAIL max abs" in out, out
     assert "__tracebackhide__" not in out and "def run(" not in out and "assert " not in out
+
+
+@pytest.mark.browser
+def test_wgsl_that_does_not_compile_reports_the_compilers_words_only(
+    pytester: pytest.Pytester,
+) -> None:
+    """A kernel author's compile error: file:line:column, the compiler's message and the
+    source line, not the harness's stack above the compiler's call."""
+    reason = runtime("wgpu").missing()
+    if reason:
+        pytest.skip(reason)
+    shaders = planted_shaders(pytester.path, "fast-full-tile-ignores-mask")
+    forward = shaders / "fa2_fast_forward.wgsl"
+    lines = forward.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("let "))
+    lines[at] = lines[at].replace("let ", "let let ", 1)
+    forward.write_text("\n".join(lines) + "\n")
+    pytester.makepyfile("def test_case(run_case, matrix_case):\n    run_case(matrix_case)\n")
+    case = "d64-sq113-sk203-h4-mask-full"
+    args = ["--runtime", "wgpu", "--variant", "fast", "--case", case, "--shaders", shaders]
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    said = f"{case} (fast) on wgpu: the WGSL did not compile\nShaderCompileError: "
+    assert said in out and f"fa2_fast_forward.wgsl:{at + 1}:" in out, out
+    assert "Traceback" not in out and "runner.py" not in out, out
+
+
+def test_a_compile_error_from_a_page_is_told_from_its_traceback() -> None:
+    from py_harness.host.engine import compile_error
+    from py_harness.host.runtimes.sessions import PageError
+
+    stack = 'Traceback (most recent call last):\n  File "runner.py", line 99\n'
+    message = stack + "py_harness.gpu.device.ShaderCompileError: f.wgsl:3:1: error: x\n  y"
+    assert compile_error(PageError("run_case", message, None)) == (
+        "ShaderCompileError: f.wgsl:3:1: error: x\n  y"
+    )
+    assert compile_error(PageError("run_case", stack + "GPUError: lost", None)) is None
+    assert compile_error(ValueError("seq_q: must be >= 1")) is None

@@ -47,6 +47,15 @@ def evaluate(
     )
 
 
+def compile_error(exc: BaseException) -> str | None:
+    """The compiler's message (file:line:column, its words, the source line) where `exc`
+    is WGSL that did not compile, raised in this process or re-raised from a page or a
+    worker (PageError's page_message); else None."""
+    text = f"{type(exc).__name__}: {getattr(exc, 'page_message', exc)}"
+    at = text.find("ShaderCompileError:")  # a page's message is its whole Python traceback
+    return text[at:] if at >= 0 else None
+
+
 def evaluate_forward_first(
     case: Case, session: Session, *, sources: dict[str, str] | None = None, variant: str
 ) -> CaseResult:

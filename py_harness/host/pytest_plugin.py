@@ -40,7 +40,7 @@ import pytest
 
 from ..kernels import VARIANTS
 from . import variants as variant_registry
-from .engine import evaluate
+from .engine import compile_error, evaluate
 from .judge import limitations, report
 from .judge.cases import CASES, Case, by_id
 from .judge.inputs import make_inputs
@@ -361,6 +361,7 @@ def run_case(
             o = report.Outcome(case.id, harness.runtime, "unsupported", float("nan"), str(covered))
             _record(node, o, variant)
             pytest.skip(str(covered))
+        refused = None
         try:
             which = range(draws) if draw is None else [draw]
             results = [evaluate(case, harness, variant=variant, draw=d) for d in which]
@@ -368,7 +369,12 @@ def run_case(
             error = f"{type(exc).__name__}: {exc}"
             o = report.Outcome(case.id, harness.runtime, "error", math.inf, error)
             _record(node, o, variant)
-            raise
+            refused = compile_error(exc)
+            if refused is None:
+                raise
+        if refused is not None:  # the WGSL's fault: the compiler's words, not the harness's stack
+            where = f"{case.id} ({variant}) on {harness.runtime}"
+            pytest.fail(f"{where}: the WGSL did not compile\n{refused}", pytrace=False)
         o = report.outcome(results, covered)
         saved = ""
         if len(request.config.harness_runtimes) > 1:  # only a comparison reads them

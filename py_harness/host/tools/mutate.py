@@ -35,7 +35,13 @@ import numpy as np
 
 from .. import variants
 from ..arg_types import natural, positive_int, positive_number, shard
-from ..engine import evaluate, evaluate_forward_first, judged_cases, open_session
+from ..engine import (
+    compile_error,
+    evaluate,
+    evaluate_forward_first,
+    judged_cases,
+    open_session,
+)
 from ..judge.cases import CASES, SMOKE, Case, by_id
 from ..judge.inputs import CaseResult
 from ..judge.mutation import OPERATORS, Edit, edits
@@ -140,8 +146,9 @@ class Judge:
                     case, self.session, sources=mutated, variant=self.variant
                 )
             except Exception as err:  # a compile error, or an error of the run
-                text = f"{type(err).__name__}: {getattr(err, 'page_message', err)}"
-                status = "not compiled" if "ShaderCompileError" in text else "error"
+                refused = compile_error(err)
+                text = refused or f"{type(err).__name__}: {getattr(err, 'page_message', err)}"
+                status = "not compiled" if refused else "error"
                 return {"status": status, "case": case.id, "detail": text.splitlines()[0][:300]}
             clean = self.clean(case)
             if not clean.passed:
