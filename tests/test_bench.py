@@ -165,6 +165,22 @@ def test_bad_arguments_are_refused_by_option_before_a_runtime_starts(
         assert says in said, said
 
 
+def test_what_one_kind_of_adapters_defaults_allows_is_left_to_the_adapter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--kv-heads 8 without --heads fits a GPU's default 16 heads, not a CPU adapter's 4:
+    not refused before the adapter is known (its sizes are then skipped one by one)."""
+    from py_harness.host.tools import bench
+
+    parsed: list = []
+    monkeypatch.setattr(bench, "run", lambda args: parsed.append(args) or 0)
+    bench.main(["--kv-heads", "8"])
+    bench.refuse_what_cannot_run(parsed[0])  # no SystemExit
+    bench.main(["--kv-heads", "8", "--heads", "4"])
+    with pytest.raises(SystemExit, match=r"--kv-heads: must be in \[1, 4\], got 8"):
+        bench.refuse_what_cannot_run(parsed[1])
+
+
 def test_ablate_refuses_an_unknown_ablation_by_name(capsys: pytest.CaptureFixture) -> None:
     from py_harness.host.tools.ablate import main as ablate
 

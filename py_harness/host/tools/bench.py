@@ -151,30 +151,37 @@ def run(args: argparse.Namespace) -> int:
 
 
 def refuse_what_cannot_run(args: argparse.Namespace) -> None:
-    """Every size the command line asks for (with the defaults of both kinds of adapter
-    where it names none), checked before a runtime starts: a configuration no kernel can
-    run is refused with the option to change, one a variant does not support with the
-    variant; the device's own limits are checked per size later, once it is known."""
+    """Every size the command line asks for, checked before a runtime starts: a
+    configuration no kernel can run is refused with the option to change, one a variant
+    does not support with the variant. Where the command line leaves sizes to the
+    adapter's defaults (GPU_DEFAULTS, CPU_DEFAULTS), it is refused only if it fails with
+    both; the device's own limits are checked per size later, once it is known."""
+    variants = [VARIANTS[n] for n in _variant_names(args.variant)]
+    refusals = [_first_refusal(args, variants, d) for d in (GPU_DEFAULTS, CPU_DEFAULTS)]
+    if all(refusals):
+        raise SystemExit(refusals[0])
+
+
+def _first_refusal(args: argparse.Namespace, variants: list, defaults: dict) -> str | None:
     from ...config import ConfigError, validate
 
-    variants = [VARIANTS[n] for n in _variant_names(args.variant)]
-    seqs = [max(args.lengths)] if args.lengths else args.seq
-    seqs = {*(seqs or (*_ints(GPU_DEFAULTS["seq"]), *_ints(CPU_DEFAULTS["seq"])))}
-    seqs |= {args.verify_seq} if args.verify and args.verify_seq else set()
-    dims = args.head_dim or {*_ints(GPU_DEFAULTS["head_dim"]), *_ints(CPU_DEFAULTS["head_dim"])}
-    heads = [args.heads] if args.heads else [GPU_DEFAULTS["heads"], CPU_DEFAULTS["heads"]]
+    seqs = [max(args.lengths)] if args.lengths else args.seq or _ints(defaults["seq"])
+    seqs = [*seqs, *([args.verify_seq] if args.verify and args.verify_seq else [])]
+    dims = args.head_dim or _ints(defaults["head_dim"])
+    heads = args.heads or defaults["heads"]
     causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
-    for s, d, h, causal in itertools.product(sorted(seqs), sorted(dims), heads, causals):
+    for s, d, causal in itertools.product(seqs, dims, causals):
         try:
-            cfg = _config(args, h, s, d, causal)
+            cfg = _config(args, heads, s, d, causal)
             validate(cfg)
         except ConfigError as exc:
             if args.lengths and exc.argument in ("seq_q", "seq_k"):
-                raise SystemExit(f"--lengths: the longest sequence {exc.detail}") from None
-            raise SystemExit(f"{OPTION_OF.get(exc.argument, exc.argument)}: {exc.detail}") from None
+                return f"--lengths: the longest sequence {exc.detail}"
+            return f"{OPTION_OF.get(exc.argument, exc.argument)}: {exc.detail}"
         for v in variants:
             if why := v.refusal(cfg):
-                raise SystemExit(f"--variant {v.name}: {why}")
+                return f"--variant {v.name}: {why}"
+    return None
 
 
 def _run(session: Session, args: argparse.Namespace) -> int:
