@@ -137,3 +137,22 @@ def test_a_compile_error_from_a_page_is_told_from_its_traceback() -> None:
     )
     assert compile_error(PageError("run_case", stack + "GPUError: lost", None)) is None
     assert compile_error(ValueError("seq_q: must be >= 1")) is None
+
+
+def test_a_shaders_folder_needs_the_files_of_the_judged_variants_only(
+    pytester: pytest.Pytester,
+) -> None:
+    """A team editing the seed's two files points --shaders at a folder of those two; it
+    used to be refused for lacking the fast variant's six."""
+    from py_harness.host.paths import SHADER_DIR
+
+    folder = pytester.path / "my_wgsl"
+    folder.mkdir()
+    for name in ("flash_attention_v2.wgsl", "flash_attention_v2_backward.wgsl"):
+        (folder / name).write_text((SHADER_DIR / name).read_text())
+    pytester.makepyfile("def test_nothing(variant):\n    assert variant == 'seed'\n")
+    pytester.runpytest("--shaders", folder, "--variant", "seed").assert_outcomes(passed=1)
+    refused = pytester.runpytest("--shaders", folder, "--variant", "seed,fast")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert "lacks fa2_fast_backward.wgsl" in refused.stderr.str()
+    assert "(the files of variant fast)" in refused.stderr.str()

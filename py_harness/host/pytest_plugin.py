@@ -127,10 +127,10 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         for path in files:
             variant_registry.load_file(Path(path))
-        if config.getoption("--shaders"):
-            variant_registry.use_shader_dir(config.getoption("--shaders"))
         config.harness_runtimes = parse_runtimes(_setting(config, "runtime", "all"))
         config.harness_variants = variant_registry.parse(_setting(config, "variant", "all"))
+        if config.getoption("--shaders"):
+            variant_registry.use_shader_dir(config.getoption("--shaders"), config.harness_variants)
         config.harness_cases = [by_id(c) for c in config.getoption("--case")]
     except (KeyError, ValueError, OSError) as exc:
         raise pytest.UsageError(str(exc.args[0] if isinstance(exc, KeyError) else exc)) from None

@@ -7,6 +7,7 @@ declaration (Variant.to_dict) with its WGSL, so a page needs nothing installed f
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,20 @@ _LIMITATIONS_OF: dict[str, str] = {}  # a file's variant -> the built-in one it 
 _BUILT_IN_DIR = [SHADER_DIR]
 
 
-def use_shader_dir(folder: Path) -> None:
-    """Judge the built-in variants with the .wgsl files of another folder (an edited copy)."""
+def use_shader_dir(folder: Path, judged: Iterable[str] = tuple(VARIANTS)) -> None:
+    """Judge the built-in variants with the .wgsl files of another folder (an edited copy),
+    which must hold the files of each built-in variant among `judged`: a folder with the
+    seed's two files serves `--variant seed`."""
     if not folder.is_dir():
         raise ValueError(f"--shaders: {folder} is not a folder")
-    missing = sorted({f for v in VARIANTS.values() for f in v.files} - set(shader_sources(folder)))
-    if missing:
-        raise ValueError(f"--shaders: {folder} lacks {', '.join(missing)}")
+    have = set(shader_sources(folder))
+    needs = {n: set(VARIANTS[n].files) - have for n in judged if n in VARIANTS}
+    if missing := sorted(set().union(*needs.values())):
+        lacking = [n for n, files in needs.items() if files]
+        raise ValueError(
+            f"--shaders: {folder} lacks {', '.join(missing)} (the files of variant "
+            f"{', '.join(lacking)})"
+        )
     _BUILT_IN_DIR[0] = folder
 
 
@@ -47,12 +55,13 @@ def load_file(path: Path) -> str:
     return name
 
 
-def load_options(variant_files: list[Path], shaders: Path | None) -> None:
-    """A tool's --variant-file and --shaders options, applied (ValueError names either)."""
+def load_options(variant_files: list[Path], shaders: Path | None, judged: str) -> None:
+    """A tool's --variant-file and --shaders options, applied for the variant it judges
+    (ValueError names either)."""
     for path in variant_files:
         load_file(path)
     if shaders:
-        use_shader_dir(shaders)
+        use_shader_dir(shaders, [judged])
 
 
 def limitations_of(name: str) -> str:

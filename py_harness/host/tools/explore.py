@@ -107,7 +107,7 @@ def replay_command(args: argparse.Namespace, row: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        variants.load_options(args.variant_file, args.shaders)
+        variants.load_options(args.variant_file, args.shaders, args.variant)
         refusal = variants.get(args.variant).refusal
         # a first draw before any runtime starts: limits that admit no case are refused here
         random_case(

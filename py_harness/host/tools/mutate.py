@@ -197,7 +197,7 @@ def _line(row: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        variants.load_options(args.variant_file, args.shaders)
+        variants.load_options(args.variant_file, args.shaders, args.variant)
         if args.runtime not in RUNTIMES:
             raise ValueError(f"--runtime: unknown {args.runtime!r}; known: {', '.join(RUNTIMES)}")
         if args.call_timeout and args.runtime not in NATIVE:
