@@ -136,6 +136,7 @@ BAD_ARGUMENTS = [
     (["--lengths", "0,0"], "--lengths: the longest sequence must be in [1, 268435456], got 0"),
     (["--variant", "seed", "--softcap", "5"], "--variant seed: seed does not support softcap"),
     (["--variant", ","], "--variant: name at least one of seed, fast, or all"),
+    (["--shaders", "/no/such/folder"], "--shaders: /no/such/folder is not a folder"),
 ]
 
 

@@ -25,17 +25,22 @@ def use_shader_dir(folder: Path, judged: Iterable[str] = tuple(VARIANTS)) -> Non
     """Judge the built-in variants with the .wgsl files of another folder (an edited copy),
     which must hold the files of each built-in variant among `judged`: a folder with the
     seed's two files serves `--variant seed`."""
+    if why := shader_dir_refusal(folder, judged):
+        raise ValueError(f"--shaders: {why}")
+    _BUILT_IN_DIR[0] = folder
+
+
+def shader_dir_refusal(folder: Path, judged: Iterable[str]) -> str | None:
+    """Why `folder` cannot stand in for shaders/ for the built-in variants among `judged`
+    (None: it can)."""
     if not folder.is_dir():
-        raise ValueError(f"--shaders: {folder} is not a folder")
+        return f"{folder} is not a folder"
     have = set(shader_sources(folder))
     needs = {n: set(VARIANTS[n].files) - have for n in judged if n in VARIANTS}
     if missing := sorted(set().union(*needs.values())):
         lacking = [n for n, files in needs.items() if files]
-        raise ValueError(
-            f"--shaders: {folder} lacks {', '.join(missing)} (the files of variant "
-            f"{', '.join(lacking)})"
-        )
-    _BUILT_IN_DIR[0] = folder
+        return f"{folder} lacks {', '.join(missing)} (the files of variant {', '.join(lacking)})"
+    return None
 
 
 def load_file(path: Path) -> str:

@@ -33,6 +33,7 @@ from ..judge.cases import Case, alibi_shape, mask_shape
 from ..paths import SHADER_DIR, cannot_write, output_dir, shader_sources
 from ..runtimes.registry import RUNTIMES, runtime
 from ..runtimes.sessions import Session
+from ..variants import shader_dir_refusal
 from .bench_impls import (
     LOGITS,
     MASKS,
@@ -157,6 +158,8 @@ def refuse_what_cannot_run(args: argparse.Namespace) -> None:
     adapter's defaults (GPU_DEFAULTS, CPU_DEFAULTS), it is refused only if it fails with
     both; the device's own limits are checked per size later, once it is known."""
     variants = [VARIANTS[n] for n in _variant_names(args.variant)]
+    if why := shader_dir_refusal(args.shaders, [v.name for v in variants]):
+        raise SystemExit(f"--shaders: {why}")
     refusals = [_first_refusal(args, variants, d) for d in (GPU_DEFAULTS, CPU_DEFAULTS)]
     if all(refusals):
         raise SystemExit(refusals[0])
