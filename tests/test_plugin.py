@@ -82,6 +82,19 @@ def test_needs_adapter_skips_what_the_adapter_lacks(pytester: pytest.Pytester) -
     result.stdout.fnmatch_lines(["*lacks the feature 'no-such-feature'*"])
 
 
+MASK_CASE = "d64-sq113-sk203-h4-mask-full"  # fails fast-full-tile-ignores-mask on wgpu
+
+
+def _one_failing_case(pytester: pytest.Pytester, shaders: object) -> str:
+    """A project's matrix test run on MASK_CASE with the given kernels, which must fail it;
+    its output."""
+    pytester.makepyfile("def test_case(run_case, matrix_case):\n    run_case(matrix_case)\n")
+    args = ["--runtime", "wgpu", "--variant", "fast", "--case", MASK_CASE, "--shaders", shaders]
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(failed=1)
+    return result.stdout.str()
+
+
 @pytest.mark.browser
 def test_a_failing_case_reports_its_verdict_and_no_traceback(pytester: pytest.Pytester) -> None:
     """The verdict names the case, variant, runtime and each output's worst element; the
@@ -90,13 +103,8 @@ def test_a_failing_case_reports_its_verdict_and_no_traceback(pytester: pytest.Py
     if reason:
         pytest.skip(reason)
     shaders = planted_shaders(pytester.path, "fast-full-tile-ignores-mask")
-    pytester.makepyfile("def test_case(run_case, matrix_case):\n    run_case(matrix_case)\n")
-    case = "d64-sq113-sk203-h4-mask-full"
-    args = ["--runtime", "wgpu", "--variant", "fast", "--case", case, "--shaders", shaders]
-    result = pytester.runpytest_subprocess(*args)
-    result.assert_outcomes(failed=1)
-    out = result.stdout.str()
-    assert f"{case} (fast) on wgpu:\no: FAIL max abs" in out, out
+    out = _one_failing_case(pytester, shaders)
+    assert f"{MASK_CASE} (fast) on wgpu:\no: FAIL max abs" in out, out
     assert "__tracebackhide__" not in out and "def run(" not in out and "assert " not in out
 
 
@@ -115,13 +123,8 @@ def test_wgsl_that_does_not_compile_reports_the_compilers_words_only(
     at = next(i for i, line in enumerate(lines) if line.strip().startswith("let "))
     lines[at] = lines[at].replace("let ", "let let ", 1)
     forward.write_text("\n".join(lines) + "\n")
-    pytester.makepyfile("def test_case(run_case, matrix_case):\n    run_case(matrix_case)\n")
-    case = "d64-sq113-sk203-h4-mask-full"
-    args = ["--runtime", "wgpu", "--variant", "fast", "--case", case, "--shaders", shaders]
-    result = pytester.runpytest_subprocess(*args)
-    result.assert_outcomes(failed=1)
-    out = result.stdout.str()
-    said = f"{case} (fast) on wgpu: the WGSL did not compile\nShaderCompileError: "
+    out = _one_failing_case(pytester, shaders)
+    said = f"{MASK_CASE} (fast) on wgpu: the WGSL did not compile\nShaderCompileError: "
     assert said in out and f"fa2_fast_forward.wgsl:{at + 1}:" in out, out
     assert "Traceback" not in out and "runner.py" not in out, out
 
