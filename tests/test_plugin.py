@@ -4,6 +4,8 @@ of bad options before any runtime starts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from py_harness.host.runtimes.registry import runtime
@@ -159,3 +161,24 @@ def test_a_shaders_folder_needs_the_files_of_the_judged_variants_only(
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     assert "lacks fa2_fast_backward.wgsl" in refused.stderr.str()
     assert "(the files of variant fast)" in refused.stderr.str()
+
+
+def test_a_session_in_this_process_leaves_the_variants_as_it_found_them(
+    pytester: pytest.Pytester,
+) -> None:
+    """Found by a fresh clone's CI (2026-12-06): a pytester run in a worker's own process
+    left its --shaders folder (the seed's two files) to the tests after it, and the fast
+    variant's then lacked their WGSL. What a session loads ends with it."""
+    from py_harness.host import variants
+    from py_harness.host.paths import SHADER_DIR
+
+    folder = pytester.path / "my_wgsl"
+    folder.mkdir()
+    for name in ("flash_attention_v2.wgsl", "flash_attention_v2_backward.wgsl"):
+        (folder / name).write_text((SHADER_DIR / name).read_text())
+    before = (variants.names(), variants.sources("fast"))
+    example = Path(__file__).parents[1] / "examples" / "packed-kv" / "kernels" / "packed_kv.toml"
+    pytester.makepyfile("def test_nothing(variant):\n    pass\n")
+    args = ["--shaders", folder, "--variant", "seed", "--variant-file", example]
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    assert (variants.names(), variants.sources("fast")) == before

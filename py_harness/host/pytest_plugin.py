@@ -124,6 +124,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--draws") < 1:
         raise pytest.UsageError(f"--draws: must be >= 1, got {config.getoption('--draws')}")
     files = [*config.getini("harness_variant_files"), *config.getoption("--variant-file")]
+    config.harness_registry_before = variant_registry.snapshot()
     try:
         for path in files:
             variant_registry.load_file(Path(path))
@@ -141,6 +142,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # when pytest-xdist ran them in different processes (workers inherit the variable).
     if "HARNESS_OUTPUTS_DIR" not in os.environ:
         os.environ["HARNESS_OUTPUTS_DIR"] = tempfile.mkdtemp(prefix="harness-outputs-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if before := getattr(config, "harness_registry_before", None):
+        variant_registry.restore(before)
 
 
 def _cannot_write_file(path: Path) -> str | None:

@@ -21,6 +21,23 @@ _LIMITATIONS_OF: dict[str, str] = {}  # a file's variant -> the built-in one it 
 _BUILT_IN_DIR = [SHADER_DIR]
 
 
+def snapshot() -> tuple[Any, ...]:
+    """The registry's state (loaded files, the built-ins' folder), for restore()."""
+    return dict(_FROM_FILES), dict(_LIMITATIONS_OF), _BUILT_IN_DIR[0]
+
+
+def restore(state: tuple[Any, ...]) -> None:
+    """Back to a snapshot(): what a pytest session loaded ends with it, including one run
+    inside another's process (pytester), which would otherwise leave its --shaders folder
+    or its variant files to the tests after it."""
+    files, limitations, folder = state
+    _FROM_FILES.clear()
+    _FROM_FILES.update(files)
+    _LIMITATIONS_OF.clear()
+    _LIMITATIONS_OF.update(limitations)
+    _BUILT_IN_DIR[0] = folder
+
+
 def use_shader_dir(folder: Path, judged: Iterable[str] = tuple(VARIANTS)) -> None:
     """Judge the built-in variants with the .wgsl files of another folder (an edited copy),
     which must hold the files of each built-in variant among `judged`: a folder with the
