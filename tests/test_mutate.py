@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from py_harness.host.judge.mutation import OPERATORS, code_only, edits
+from py_harness.host.judge.mutation import OPERATORS, edits
 from py_harness.host.paths import shader_sources
 from py_harness.host.runtimes.registry import runtime
 from py_harness.host.tools.mutate import choose_edits, parser
+from py_harness.host.wgsl_decls import strip_comments
 from py_harness.kernels import variant
 from tests.fakes import planted_shaders
 
@@ -34,7 +35,7 @@ def test_each_edit_changes_one_place_in_code_and_has_its_own_id(files: list[str]
         text = SOURCES[e.file]
         assert text[e.start : e.end] == e.old and e.new != e.old, e.id
         # in code: the comment-blanked text holds the same characters there
-        assert code_only(text)[e.start : e.end] == e.old, e.id
+        assert strip_comments(text)[e.start : e.end] == e.old, e.id
         # where its id says
         line = text.split("\n")[e.line - 1]
         assert line[e.col - 1 :].startswith(e.old.split("\n")[0]), e.id

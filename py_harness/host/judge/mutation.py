@@ -30,6 +30,8 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from ..wgsl_decls import strip_comments
+
 OPERATORS = (
     "compare",
     "plus-one",
@@ -95,17 +97,6 @@ class Edit:
 def _short(text: str, limit: int = 70) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def code_only(text: str) -> str:
-    """The text with its comments blanked out (same length, newlines kept), so that every
-    match below lies in code."""
-    out = list(text)
-    for m in re.finditer(r"//[^\n]*|/\*.*?\*/", text, re.S):
-        for i in range(m.start(), m.end()):
-            if out[i] != "\n":
-                out[i] = " "
-    return "".join(out)
 
 
 def _closing(code: str, open_at: int) -> int:
@@ -175,7 +166,7 @@ def _five_digits(literal: str) -> str | None:
 
 
 def _edits_in(file: str, text: str, operators: set[str]) -> Iterator[Edit]:
-    code = code_only(text)
+    code = strip_comments(text)
     starts = [0] + [m.end() for m in re.finditer("\n", text)]
     fns = list(re.finditer(r"(?m)^\s*fn\s+(\w+)", code))
     fn_starts = [m.start() for m in fns]
