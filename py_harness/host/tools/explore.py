@@ -119,13 +119,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (ValueError, KeyError) as err:
         parser().error(str(err).strip("'\""))
-    out = args.out or output_dir() / f"explore-{args.variant}"
-    if why := cannot_write(out):
-        parser().error(f"--out: {why}")
     runtimes = list(RUNTIMES) if args.runtime == "all" else args.runtime.split(",")
     unknown = [r for r in runtimes if r not in RUNTIMES]
     if unknown:
         parser().error(f"--runtime: unknown {unknown}; known: {', '.join(RUNTIMES)}")
+    out = args.out or output_dir() / f"explore-{args.variant}"
+    if why := cannot_write(out):
+        parser().error(f"--out: {why}")
     rows = []
     for name in runtimes:
         print(

@@ -26,6 +26,7 @@ import contextlib
 import json
 import random
 import time
+from collections import Counter
 from collections.abc import Iterator
 from fnmatch import fnmatchcase as fnmatch
 from pathlib import Path
@@ -187,8 +188,13 @@ def judging_session(runtime: str, call_timeout: float | None) -> Iterator[Sessio
         child.close()
 
 
+def _status(row: dict[str, Any]) -> str:
+    """The row's status as counted and printed: a survivor's with its bits."""
+    return row["status"] + (f", bits {row['bits']}" if row["status"] == "survived" else "")
+
+
 def _line(row: dict[str, Any]) -> str:
-    status = row["status"] + (f", bits {row['bits']}" if row["status"] == "survived" else "")
+    status = _status(row)
     ratio = f"{row['ratio']:9.3g}" if "ratio" in row else " " * 9
     where = row.get("case", "")
     return f"{status:<21} {ratio}  {row['edit']}  {where} ({row['seconds']} s)"
@@ -207,14 +213,14 @@ def main(argv: list[str] | None = None) -> int:
         cases = choose_cases(args)
     except (ValueError, KeyError) as err:
         parser().error(str(err).strip("'\""))
-    out = args.out or output_dir() / f"mutate-{args.variant}"
-    if not args.list and (why := cannot_write(out)):
-        parser().error(f"--out: {why}")
     if args.list:
         for e in chosen:
             print(e.describe())
         print(f"# {len(chosen)} edits")
         return 0
+    out = args.out or output_dir() / f"mutate-{args.variant}"
+    if why := cannot_write(out):
+        parser().error(f"--out: {why}")
     rows: list[dict[str, Any]] = []
     print(f"# {len(chosen)} edits of {args.variant} on {args.runtime} (status, worst ratio, edit)")
     with judging_session(args.runtime, args.call_timeout) as session:
@@ -226,19 +232,13 @@ def main(argv: list[str] | None = None) -> int:
             row["seconds"] = round(time.perf_counter() - t0, 2)
             rows.append(row)
             print(_line(row), flush=True)
-    counts: dict[str, int] = {}
-    for r in rows:
-        key = r["status"] + (f", bits {r['bits']}" if r["status"] == "survived" else "")
-        counts[key] = counts.get(key, 0) + 1
+    counts = Counter(_status(r) for r in rows)
     print("# " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
     survivors = [r for r in rows if r["status"] == "survived"]
     for r in survivors:
         print(f"SURVIVED (bits {r['bits']}): {r['edit']}")
-    by_function: dict[str, int] = {}
-    for r in survivors:
-        by_function[r["function"]] = by_function.get(r["function"], 0) + 1
-    if by_function:
-        ranked = sorted(by_function.items(), key=lambda kv: -kv[1])
+    if by_function := Counter(r["function"] for r in survivors):
+        ranked = by_function.most_common()
         print("# survivors by fn: " + ", ".join(f"{fn or '(top level)'} {n}" for fn, n in ranked))
     summary = {"variant": args.variant, "runtime": args.runtime, "counts": counts, "results": rows}
     (out / "results.json").write_text(json.dumps(summary, indent=1))
