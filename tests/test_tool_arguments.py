@@ -47,12 +47,22 @@ def test_an_output_it_cannot_write_is_refused_before_the_run(
     assert f"{option}: cannot write {blocked}" in said, said
 
 
+def test_bench_refuses_a_json_path_that_is_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from py_harness.host import engine
+
+    monkeypatch.setattr(engine, "open_session", lambda *a, **k: pytest.fail("a runtime started"))
+    with pytest.raises(SystemExit, match=f"--json: cannot write {tmp_path}: a folder"):
+        bench.main(["--no-torch", "--json", str(tmp_path)])
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
         (["--case", "d1-no-such"], "--case: no case 'd1-no-such'"),
-        (["--variant", "seed,nope"], "--variant: unknown ['nope']; known: seed, fast"),
-        (["--variant", ","], "--variant: name one of seed, fast"),
+        (["--variant", "seed,nope"], "--variant: unknown 'nope'; known: seed, fast"),
+        (["--variant", ","], "--variant: name at least one of seed, fast, or all"),
     ],
 )
 def test_stability_refuses_names_before_any_profile_runs(

@@ -88,3 +88,8 @@ def cannot_write(folder: Path) -> str | None:
     except OSError as exc:
         return f"cannot write {folder}: {exc}"
     return None if os.access(folder, os.W_OK) else f"cannot write {folder}: not writable"
+
+
+def cannot_write_file(path: Path) -> str | None:
+    """Why a results file cannot be written at `path` (None: it can; its folder is created)."""
+    return f"cannot write {path}: a folder" if path.is_dir() else cannot_write(path.parent)

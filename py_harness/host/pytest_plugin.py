@@ -46,7 +46,7 @@ from .judge.cases import CASES, Case, by_id
 from .judge.inputs import make_inputs
 from .judge.limitations import Limitation, case_coverage
 from .judge.verdict import judge_outputs
-from .paths import cannot_write
+from .paths import cannot_write_file
 from .runtimes.chromium import chromium_launch_args as default_launch_args
 from .runtimes.registry import RUNTIMES, Launched, parse_runtimes, runtime
 from .runtimes.sessions import Session
@@ -135,7 +135,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.harness_cases = [by_id(c) for c in config.getoption("--case")]
     except (KeyError, ValueError, OSError) as exc:
         raise pytest.UsageError(str(exc.args[0] if isinstance(exc, KeyError) else exc)) from None
-    if (path := config.getoption("--harness-json")) and (why := _cannot_write_file(path)):
+    if (path := config.getoption("--harness-json")) and (why := cannot_write_file(path)):
         raise pytest.UsageError(f"--harness-json: {why}")
     config.pluginmanager.register(Results(config), "py-harness-results")
     # Where each run leaves its outputs, so that runtimes can be compared after the run even
@@ -147,12 +147,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if before := getattr(config, "harness_registry_before", None):
         variant_registry.restore(before)
-
-
-def _cannot_write_file(path: Path) -> str | None:
-    """Why a results file cannot be written (None: it can), asked before the run: at its
-    end the matrix's outcomes would be lost."""
-    return f"cannot write {path}: a folder" if path.is_dir() else cannot_write(path.parent)
 
 
 def _setting(config: pytest.Config, name: str, default: str) -> str:

@@ -105,10 +105,13 @@ def get(name: str) -> Variant:
 
 
 def parse(spec: str) -> list[str]:
-    """'seed,fast' -> names, checked; 'all' -> every variant (files' too)."""
+    """'seed,fast' -> names, checked; 'all' -> every variant (files' too); none is refused
+    (ValueError; an unknown name: KeyError, both naming --variant)."""
     chosen = names() if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
     for name in chosen:
         get(name)
+    if not chosen:
+        raise ValueError(f"--variant: name at least one of {', '.join(names())}, or all")
     return chosen
 
 

@@ -28,9 +28,10 @@ import numpy as np
 
 from ...config import AttentionConfig, cu_seqlens
 from ...kernels import VARIANTS
+from .. import variants
 from ..arg_types import natural, naturals, positive_int, positive_ints
 from ..judge.cases import Case, alibi_shape, mask_shape
-from ..paths import SHADER_DIR, cannot_write, output_dir, shader_sources
+from ..paths import SHADER_DIR, cannot_write_file, output_dir, shader_sources
 from ..runtimes.registry import RUNTIMES, runtime
 from ..runtimes.sessions import Session
 from ..variants import shader_dir_refusal
@@ -52,6 +53,7 @@ DROPOUT_SEED = Case.seed  # --dropout's hash seed: the matrix's default
 GPU_DEFAULTS = {"seq": "1024,2048,4096", "head_dim": "64,128", "heads": 16, "runs": 10}
 # CPU adapters (lavapipe, SwiftShader) are 1000x slower: small sizes, few runs.
 CPU_DEFAULTS = {"seq": "128,256", "head_dim": "64", "heads": 4, "runs": 3}
+CAUSALS = {"both": [False, True], "yes": [True], "no": [False]}  # --causal
 # The command line's option for each configuration field a refusal names (config.validate).
 OPTION_OF = {
     "batch": "--batch",
@@ -142,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"--dropout: a probability in [0, 1), got {args.dropout}")
     refuse_what_cannot_run(args)
     for option, path in (("--json", args.json), ("--plot", Path(args.plot) if args.plot else None)):
-        if path is not None and (why := cannot_write(path.parent)):
+        if path is not None and (why := cannot_write_file(path)):
             raise SystemExit(f"{option}: {why}")
     reason = runtime(args.runtime).missing()
     if reason:
@@ -172,8 +174,7 @@ def _first_refusal(args: argparse.Namespace, variants: list, defaults: dict) -> 
     seqs = [*seqs, *([args.verify_seq] if args.verify and args.verify_seq else [])]
     dims = args.head_dim or _ints(defaults["head_dim"])
     heads = args.heads or defaults["heads"]
-    causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
-    for s, d, causal in itertools.product(seqs, dims, causals):
+    for s, d, causal in itertools.product(seqs, dims, CAUSALS[args.causal]):
         try:
             cfg = _config(args, heads, s, d, causal)
             validate(cfg)
@@ -188,8 +189,6 @@ def _first_refusal(args: argparse.Namespace, variants: list, defaults: dict) -> 
 
 
 def _run(session: Session, args: argparse.Namespace) -> int:
-    from ...config import ConfigError, validate, validate_sizes
-
     adapter = session.adapter()
     info, limits = adapter["info"], adapter["limits"]
     timestamps = "timestamp-query" in adapter["features"]
@@ -199,7 +198,7 @@ def _run(session: Session, args: argparse.Namespace) -> int:
     dims = args.head_dim or _ints(defaults["head_dim"])
     heads = args.heads or defaults["heads"]
     args.runs = args.runs or defaults["runs"]
-    causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
+    causals = CAUSALS[args.causal]
     variants = [VARIANTS[n] for n in _variant_names(args.variant)]
     unit, unit_name = (1e9, "GFLOP/s") if kind == "CPU" else (1e12, "TFLOP/s")
     print(
@@ -231,12 +230,9 @@ def _run(session: Session, args: argparse.Namespace) -> int:
         for causal in causals:
             for s in seqs:
                 cfg = _config(args, heads, s, d, causal)
-                try:
-                    validate(cfg)
-                    validate_sizes(cfg, limits)
-                except ConfigError as exc:
-                    skipped.append({"seq": s, "head_dim": d, "causal": causal, "why": str(exc)})
-                    print(f"# skip seq {s} D {d}: {exc}")
+                if why := _unfit(cfg, limits):
+                    skipped.append({"seq": s, "head_dim": d, "causal": causal, "why": why})
+                    print(f"# skip seq {s} D {d}: {why}")
                     continue
                 rows, torch_row = _measure(session, cfg, variants, torch, tdev, args, skipped)
                 for r in rows:
@@ -338,14 +334,11 @@ def _discarded_first(session, variants, seqs, dims, causals, heads, args, limits
     """Time the first size once and drop it: on the H200 the first size timed in a fresh
     process sometimes ran 5x slow through every run and 300 ms of warm-up (not a clock
     ramp); the sizes after it never did. Not for a size the device cannot hold (its inputs
-    alone could take gigabytes of host memory)."""
-    from ...config import validate_sizes
-
-    if not variants:
-        return
+    alone could take gigabytes of host memory; the table skips it)."""
     cfg = _config(args, heads, min(seqs), min(dims), causals[0])
+    if not variants or _unfit(cfg, limits):
+        return
     try:
-        validate_sizes(cfg, limits)
         x = make_inputs(cfg, logits=args.logits, mask=args.mask)
         bench_variant(session, variants[0], cfg, x, args)
     except Exception as exc:  # the table's own run reports it
@@ -354,19 +347,14 @@ def _discarded_first(session, variants, seqs, dims, causals, heads, args, limits
 
 def _verify(session, variants, seq, dims, causals, heads, args, limits) -> list[dict]:
     """--verify: each variant judged at one size; one the device cannot hold fails."""
-    from ...config import ConfigError, validate, validate_sizes
-
     out = []
     for v in variants:
         for d in dims:
             for causal in causals:
                 cfg = _config(args, heads, seq, d, causal)
-                try:
-                    validate(cfg)
-                    validate_sizes(cfg, limits)
-                except ConfigError as exc:
+                if why := _unfit(cfg, limits):
                     res = {"variant": v.name, "seq": seq, "head_dim": d, "causal": causal}
-                    res |= {"passed": False, "reports": [f"not run: {exc}"]}
+                    res |= {"passed": False, "reports": [f"not run: {why}"]}
                 else:
                     x = make_inputs(cfg, seed=1, logits=args.logits, mask=args.mask)
                     large = args.logits != "normal"
@@ -379,17 +367,24 @@ def _verify(session, variants, seq, dims, causals, heads, args, limits) -> list[
     return out
 
 
+def _unfit(cfg: AttentionConfig, limits: dict) -> str | None:
+    """Why this device cannot run the size (None: it can), before its inputs are drawn."""
+    from ...config import ConfigError, validate, validate_sizes
+
+    try:
+        validate(cfg)
+        validate_sizes(cfg, limits)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def _variant_names(spec: str) -> list[str]:
-    """--variant: comma-separated built-in names, or all."""
-    if spec == "all":
-        return list(VARIANTS)
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    for n in names:
-        if n not in VARIANTS:
-            raise SystemExit(f"--variant: unknown {n!r}; known: {', '.join(VARIANTS)}")
-    if not names:
-        raise SystemExit(f"--variant: name at least one of {', '.join(VARIANTS)}, or all")
-    return names
+    """--variant: comma-separated built-in names, or all (variants.parse)."""
+    try:
+        return variants.parse(spec)
+    except (KeyError, ValueError) as err:
+        raise SystemExit(err.args[0]) from None
 
 
 def _guard(skipped: list, impl: str, fn, *args) -> Row | None:

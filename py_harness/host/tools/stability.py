@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...kernels import VARIANTS
+from .. import variants as variant_registry
 from ..arg_types import positive_int
 from ..judge.cases import by_id
 from ..paths import PACKAGE_DIR, cannot_write, output_dir
@@ -150,12 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(
             f"--profiles: unknown {sorted(wanted - {p.name for p in profiles})}; known: {names}"
         )
-    variants = [v.strip() for v in args.variant.split(",") if v.strip()]
-    if unknown := sorted(set(variants) - set(VARIANTS)):
-        ap.error(f"--variant: unknown {unknown}; known: {', '.join(VARIANTS)}")
-    if not variants:
-        ap.error(f"--variant: name one of {', '.join(VARIANTS)}")
-    try:  # each profile's check would refuse them only after its runtime had started
+    # Each profile's check would refuse these only after its runtime had started.
+    try:
+        variants = variant_registry.parse(args.variant)
+    except (KeyError, ValueError) as err:
+        ap.error(err.args[0])
+    try:
         for case in args.case:
             by_id(case)
     except KeyError as err:
