@@ -200,24 +200,27 @@ def _struct_fields(body: str) -> list[tuple[str, str]]:
     return out
 
 
+def closing_bracket(code: str, open_at: int) -> int:
+    """Index of the bracket that closes the ( [ or { at open_at (brackets of every kind
+    nest inside); len(code) where none does."""
+    pairs = {"(": ")", "[": "]", "{": "}"}
+    stack: list[str] = []
+    for i in range(open_at, len(code)):
+        ch = code[i]
+        if ch in pairs:
+            stack.append(pairs[ch])
+        elif stack and ch == stack[-1]:
+            stack.pop()
+            if not stack:
+                return i
+    return len(code)
+
+
 def _body(code: str, open_paren: int) -> str:
-    """The text of a function's body, from the '(' of its parameter list on."""
-    depth, i = 0, open_paren
-    while i < len(code):  # the parameter list (attributes inside hold parentheses too)
-        depth += (code[i] == "(") - (code[i] == ")")
-        i += 1
-        if depth == 0:
-            break
-    start = code.find("{", i)
-    if start < 0:
-        return ""
-    depth, i = 0, start
-    while i < len(code):
-        depth += (code[i] == "{") - (code[i] == "}")
-        i += 1
-        if depth == 0:
-            break
-    return code[start:i]
+    """The text of a function's body, from the '(' of its parameter list on (attributes
+    inside the list hold parentheses too)."""
+    start = code.find("{", closing_bracket(code, open_paren))
+    return "" if start < 0 else code[start : closing_bracket(code, start) + 1]
 
 
 def _eval(text: str, consts: dict[str, str], depth: int) -> int | None:

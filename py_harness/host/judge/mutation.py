@@ -30,7 +30,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..wgsl_decls import strip_comments
+from ..wgsl_decls import closing_bracket, strip_comments
 
 OPERATORS = (
     "compare",
@@ -99,24 +99,11 @@ def _short(text: str, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _closing(code: str, open_at: int) -> int:
-    """Index of the bracket that closes the one at open_at (its kind: ( or [)."""
-    pairs = {"(": ")", "[": "]"}
-    stack = []
-    for i in range(open_at, len(code)):
-        ch = code[i]
-        if ch in pairs:
-            stack.append(pairs[ch])
-        elif stack and ch == stack[-1]:
-            stack.pop()
-            if not stack:
-                return i
-    raise ValueError(f"unbalanced bracket at {open_at}")
-
-
 def _top_level_args(code: str, open_at: int) -> list[tuple[int, int]]:
     """Spans of the comma-separated arguments of the call whose ( is at open_at."""
-    spans, depth, start, close = [], 0, open_at + 1, _closing(code, open_at)
+    spans, depth, start, close = [], 0, open_at + 1, closing_bracket(code, open_at)
+    if close == len(code):
+        raise ValueError(f"unbalanced bracket at {open_at}")
     for i in range(open_at + 1, close + 1):
         ch = code[i]
         if ch in "([":
