@@ -20,6 +20,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture
+def no_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starting a runtime fails the test: what a tool refuses, it refuses before one (the
+    tools that bound engine.open_session at import, too)."""
+    from py_harness.host import engine
+    from py_harness.host.tools import explore, mutate
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a runtime was started for what should have been refused first")
+
+    for module in (engine, explore, mutate):
+        monkeypatch.setattr(module, "open_session", refuse)
+
+
 @pytest.fixture(scope="module")
 def demo(chromium: Any, harness_server: str) -> Iterator[Any]:
     """A ready demo page for the module (Pyodide starts and pipelines compile once)."""

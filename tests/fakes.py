@@ -1,6 +1,6 @@
 """Test helpers shared by several test modules: a device that does no GPU work, a way to
-run an event loop from a test that Playwright's loop may already occupy, and a folder of
-shaders with a planted bug in it."""
+run an event loop from a test that Playwright's loop may already occupy, a folder of
+shaders with a planted bug in it, and what a command-line tool said refusing."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ from pathlib import Path
 from py_harness.gpu.device import Device
 from py_harness.host.judge.mutants import MUTANTS
 from py_harness.host.paths import shader_sources
+
+
+def refusal_text(code: object, err: str) -> str:
+    """What a tool said when it refused (SystemExit's code, and the stderr captured): an
+    argparse usage error (exit 2) on stderr, else SystemExit's own message."""
+    return err if code == 2 else str(code)
 
 
 def own_thread(fn, *args):  # noqa: ANN001, ANN201

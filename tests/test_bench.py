@@ -20,7 +20,7 @@ from py_harness.host.tools.ablate import ABLATIONS, ablated_sources
 from py_harness.host.tools.bench_impls import flops
 from py_harness.host.tools.bench_plot import write_svg
 from py_harness.kernels import VARIANTS
-from tests.fakes import own_thread, planted_shaders
+from tests.fakes import own_thread, planted_shaders, refusal_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -143,26 +143,22 @@ BAD_ARGUMENTS = [
 @pytest.mark.parametrize(
     ("argv", "says"), [pytest.param(a, s, id=" ".join(a)) for a, s in BAD_ARGUMENTS]
 )
+@pytest.mark.usefixtures("no_runtime")
 def test_bad_arguments_are_refused_by_option_before_a_runtime_starts(
-    argv: list[str], says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    argv: list[str], says: str, capsys: pytest.CaptureFixture
 ) -> None:
     """Before this was checked, `bench --seq 0` or `--head-dim 300` started the runtime,
     compiled every pipeline, skipped each size with the configuration's field name, wrote
     an empty table and exited 0; `--heads 0` and `--runs 0` quietly took the defaults."""
-    from py_harness.host import engine
     from py_harness.host.tools.ablate import main as ablate
     from py_harness.host.tools.bench import main
 
-    def no_session(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a runtime was started for arguments that cannot run")
-
-    monkeypatch.setattr(engine, "open_session", no_session)
     for tool in (main, ablate):
         if tool is ablate and not {"--seq", "--head-dim", "--heads"} >= set(argv[::2]):
             continue  # ablate takes the sizes only
         with pytest.raises(SystemExit) as exc:
             tool([*argv, "--runtime", "wgpu"] if tool is main else argv)
-        said = capsys.readouterr().err if exc.value.code == 2 else str(exc.value.code)
+        said = refusal_text(exc.value.code, capsys.readouterr().err)
         assert says in said, said
 
 

@@ -14,6 +14,7 @@ import pytest
 from py_harness.host.runtimes import browser_server
 from py_harness.host.serving import serve
 from py_harness.host.tools import bench, check, explore, mutate, stability
+from tests.fakes import refusal_text
 
 
 def _tools(blocked: Path) -> list[tuple[str, Callable[[list[str]], int], list[str]]]:
@@ -27,32 +28,23 @@ def _tools(blocked: Path) -> list[tuple[str, Callable[[list[str]], int], list[st
     ]
 
 
+@pytest.mark.usefixtures("no_runtime")
 @pytest.mark.parametrize("which", [name for name, _, _ in _tools(Path())])
 def test_an_output_it_cannot_write_is_refused_before_the_run(
-    which: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    which: str, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    from py_harness.host import engine
-
-    def no_session(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a runtime was started for a run whose results cannot be kept")
-
-    monkeypatch.setattr(engine, "open_session", no_session)
     blocked = tmp_path / "a-file"  # a file where the output folder should be
     blocked.write_text("")
     _, tool, argv = next(t for t in _tools(blocked) if t[0] == which)
     with pytest.raises(SystemExit) as exc:
         tool(argv)
-    said = capsys.readouterr().err if exc.value.code == 2 else str(exc.value.code)
+    said = refusal_text(exc.value.code, capsys.readouterr().err)
     option = which.split()[1]
     assert f"{option}: cannot write {blocked}" in said, said
 
 
-def test_bench_refuses_a_json_path_that_is_a_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from py_harness.host import engine
-
-    monkeypatch.setattr(engine, "open_session", lambda *a, **k: pytest.fail("a runtime started"))
+@pytest.mark.usefixtures("no_runtime")
+def test_bench_refuses_a_json_path_that_is_a_folder(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=f"--json: cannot write {tmp_path}: a folder"):
         bench.main(["--no-torch", "--json", str(tmp_path)])
 
