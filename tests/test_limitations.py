@@ -202,8 +202,12 @@ def test_a_file_variant_takes_the_limitations_it_names() -> None:
     budget and the seed's flaw cover its cases as they cover the seed's."""
     from py_harness.host import variants
 
-    name = variants.load_file(PACKED_KV)
-    for case in CASES:
-        seed, packed = (case_coverage(v, LAVAPIPE, case) for v in ("seed", name))
-        assert (seed and str(seed)) == (packed and str(packed)), case.id
-    assert any(case_coverage(name, LAVAPIPE, c) for c in CASES)  # it does cover some
+    before = variants.snapshot()  # the tests after this one, in this process, see no file
+    try:
+        name = variants.load_file(PACKED_KV)
+        for case in CASES:
+            seed, packed = (case_coverage(v, LAVAPIPE, case) for v in ("seed", name))
+            assert (seed and str(seed)) == (packed and str(packed)), case.id
+        assert any(case_coverage(name, LAVAPIPE, c) for c in CASES)  # it does cover some
+    finally:
+        variants.restore(before)

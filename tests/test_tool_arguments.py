@@ -77,3 +77,22 @@ def test_a_port_outside_tcps_range_is_refused(tool, capsys: pytest.CaptureFixtur
         assert f"argument --port: must be an integer in [0, 65535], got '{bad}'" in (
             capsys.readouterr().err
         )
+
+
+def test_the_tools_that_run_built_in_variants_only_choose_among_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Found by a fresh clone's CI (2026-12-06): with a file's variant loaded in the same
+    process, stability's and bench's `all` and their messages took it in."""
+    from py_harness.host import variants
+
+    before = variants.snapshot()
+    try:
+        variants.load_file(Path(__file__).parents[1] / "examples/packed-kv/kernels/packed_kv.toml")
+        assert bench._variant_names("all") == ["seed", "fast"]
+        with pytest.raises(SystemExit) as exc:
+            stability.main(["--variant", ",", "--out", str(tmp_path)])
+        said = refusal_text(exc.value.code, capsys.readouterr().err)
+        assert "--variant: name at least one of seed, fast, or all" in said, said
+    finally:
+        variants.restore(before)

@@ -104,14 +104,16 @@ def get(name: str) -> Variant:
     raise KeyError(f"--variant: unknown {name!r}; known: {', '.join(names())}")
 
 
-def parse(spec: str) -> list[str]:
-    """'seed,fast' -> names, checked; 'all' -> every variant (files' too); none is refused
+def parse(spec: str, among: Iterable[str] | None = None) -> list[str]:
+    """'seed,fast' -> names, checked; 'all' -> every variant (files' too), or every one
+    `among` (a tool that runs the built-in ones only: VARIANTS); none is refused
     (ValueError; an unknown name: KeyError, both naming --variant)."""
-    chosen = names() if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
-    for name in chosen:
-        get(name)
+    known = names() if among is None else list(among)
+    chosen = known if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
+    if unknown := [n for n in chosen if n not in known]:
+        raise KeyError(f"--variant: unknown {unknown[0]!r}; known: {', '.join(known)}")
     if not chosen:
-        raise ValueError(f"--variant: name at least one of {', '.join(names())}, or all")
+        raise ValueError(f"--variant: name at least one of {', '.join(known)}, or all")
     return chosen
 
 

@@ -382,7 +382,7 @@ def _unfit(cfg: AttentionConfig, limits: dict) -> str | None:
 def _variant_names(spec: str) -> list[str]:
     """--variant: comma-separated built-in names, or all (variants.parse)."""
     try:
-        return variants.parse(spec)
+        return variants.parse(spec, VARIANTS)
     except (KeyError, ValueError) as err:
         raise SystemExit(err.args[0]) from None
 

@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     # Each profile's check would refuse these only after its runtime had started.
     try:
-        variants = variant_registry.parse(args.variant)
+        variants = variant_registry.parse(args.variant, VARIANTS)
     except (KeyError, ValueError) as err:
         ap.error(err.args[0])
     try:
