@@ -41,6 +41,7 @@ class Tiles:
     bn: int
     bk: int = 32
     form: str = "nt"  # "nt": C = A B^T, dot products; "nn": C = A B, rows of B scaled and added
+    unroll: bool = False  # the loop over a staged chunk written out, step by step
 
     @property
     def invocations(self) -> int:
@@ -54,7 +55,7 @@ class Tiles:
     def __str__(self) -> str:
         return (
             f"{self.form} {self.tm}x{self.tn} in {self.bm}x{self.bn}, bk {self.bk}, "
-            f"{self.invocations} inv"
+            f"{self.invocations} inv{', unrolled' if self.unroll else ''}"
         )
 
 
@@ -74,6 +75,13 @@ CONFIGS = (
     Tiles(8, 4, 128, 64, form="nn"),
     Tiles(8, 8, 128, 128, 16, form="nn"),
     Tiles(8, 8, 64, 64, form="nn"),
+    # The same loops written out: WGSL has no unroll hint, so this shows whether the
+    # drivers unroll them (constant addresses, no loop counter).
+    Tiles(4, 4, 64, 64, unroll=True),
+    Tiles(8, 8, 128, 128, unroll=True),
+    Tiles(8, 8, 128, 128, 16, unroll=True),
+    Tiles(4, 4, 64, 64, form="nn", unroll=True),
+    Tiles(8, 8, 128, 128, 16, form="nn", unroll=True),
 )
 
 
@@ -137,6 +145,12 @@ def gemm_wgsl(t: Tiles) -> str:
         _stage("sa", "a_in", t.bm, kv, t, "(row0 + r) * k4 + k0 / 4u + c") + stage_b
     )
     inner = "\n        ".join(loads + fmas)
+    if t.unroll:
+        chunk = "\n        ".join(
+            f"{{ let c = {c}u;\n        {inner}\n        }}" for c in range(kv)
+        )
+    else:
+        chunk = f"for (var c = 0u; c < {kv}u; c++) {{\n        {inner}\n        }}"
     b_rows = f"{t.bn * (kv + 1)}" if nt else f"{t.bk * (t.bn // 4 + 1)}"
     return f"""
 // C = {"A B^T" if nt else "A B"}, {t}; dims = (M, N, K).
@@ -172,9 +186,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     for (var k0 = 0u; k0 < dims[2]; k0 += {t.bk}u) {{
         {stage}
         workgroupBarrier();
-        for (var c = 0u; c < {kv}u; c++) {{
-        {inner}
-        }}
+        {chunk}
         workgroupBarrier();
     }}
     {stores}

@@ -8,7 +8,9 @@
 // fa2_fast_d64.wgsl / d128 / d256 (FF_NCOL, FF_VK, FF_KC, FF_AS, FF_SPLIT, FF_SMEM), this file, and
 // fa2_fast_forward.wgsl or fa2_fast_backward.wgsl, which each define
 //   fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair
-// (vec4s i and j of buffer `buf`: Q, K, V below or their own bindings).
+// (vec4s i and j of buffer `buf`: Q, K, V below or their own bindings) and
+//   const FF_UNROLL: bool
+// (whether the GEMMs' inner loops are written out: ff_scores_chunk).
 //
 // Tiling. A workgroup of 256 invocations owns FF_BR = 64 rows (queries; keys in the
 // dK/dV pass) and walks the other side in tiles of FF_BC = 64 columns. Invocation
@@ -480,24 +482,43 @@ fn ff_stage_a(t: vec2<u32>, c: u32) -> mat4x4<f32> {
     );
 }
 
-// S block += A rows . B rows over the staged chunk.
+// S block += A rows . B rows over step c (vec4 c of each row) of the staged chunk.
+fn ff_scores_step(s: mat4x4<f32>, t: vec2<u32>, c: u32) -> mat4x4<f32> {
+    let a = ff_stage_a(t, c);
+    let j = ff_sbase() + FF_SB + t.x * FF_AS + ff_swizzle(c, t.x);
+    let b = mat4x4<f32>(
+        ff_smem[j],
+        ff_smem[j + 16u * FF_AS],
+        ff_smem[j + 32u * FF_AS],
+        ff_smem[j + 48u * FF_AS]
+    );
+    return mat4x4<f32>(
+        ff_dot4(s[0], a[0], b),
+        ff_dot4(s[1], a[1], b),
+        ff_dot4(s[2], a[2], b),
+        ff_dot4(s[3], a[3], b)
+    );
+}
+// S block += A rows . B rows over the staged chunk (FF_KC / 4 = 8 steps). Written out step
+// by step where the pass's file sets FF_UNROLL (WGSL has no unroll hint). On an H100, with
+// ff_pv_step's loop written out too, the forward took 11-15 % less time through naga and
+// Tint, and the backward's key-tile passes 4-18 % more (docs/results-h200.md). Same bits
+// either way.
 fn ff_scores_chunk(acc: mat4x4<f32>, t: vec2<u32>) -> mat4x4<f32> {
     var s = acc;
+    if (FF_UNROLL) {
+        s = ff_scores_step(s, t, 0u);
+        s = ff_scores_step(s, t, 1u);
+        s = ff_scores_step(s, t, 2u);
+        s = ff_scores_step(s, t, 3u);
+        s = ff_scores_step(s, t, 4u);
+        s = ff_scores_step(s, t, 5u);
+        s = ff_scores_step(s, t, 6u);
+        s = ff_scores_step(s, t, 7u);
+        return s;
+    }
     for (var c = 0u; c < FF_KC / 4u; c++) {
-        let a = ff_stage_a(t, c);
-        let j = ff_sbase() + FF_SB + t.x * FF_AS + ff_swizzle(c, t.x);
-        let b = mat4x4<f32>(
-            ff_smem[j],
-            ff_smem[j + 16u * FF_AS],
-            ff_smem[j + 32u * FF_AS],
-            ff_smem[j + 48u * FF_AS]
-        );
-        s = mat4x4<f32>(
-            ff_dot4(s[0], a[0], b),
-            ff_dot4(s[1], a[1], b),
-            ff_dot4(s[2], a[2], b),
-            ff_dot4(s[3], a[3], b)
-        );
+        s = ff_scores_step(s, t, c);
     }
     return s;
 }
@@ -537,45 +558,61 @@ fn ff_exchange(lid: u32, s: mat4x4<f32>) -> mat4x4<f32> {
     workgroupBarrier();
     return mat4x4<f32>(select(s[0], s[2], second) + o0, select(s[1], s[3], second) + o1, s[2], s[3]);
 }
-// acc += columns [r0, r0 + FF_VK) of the P tile times the staged rows; halves: 1 for the
-// low output columns, 2 for the high ones (FF_NCOL > 1), 3 for both.
+// acc += columns [r0 + k, r0 + k + 4) of the P tile times staged rows k .. k + 3; halves:
+// 1 for the low output columns, 2 for the high ones (FF_NCOL > 1), 3 for both.
+fn ff_pv_rows4(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32, k: u32) -> FfAcc {
+    var o = acc;
+    let pc = (r0 + k) / 4u;
+    let i = FF_P0 + t.y * FF_PS + pc;
+    let w = mat4x4<f32>(
+        ff_smem[i],
+        ff_smem[i + 16u * FF_PS],
+        ff_smem[i + 32u * FF_PS],
+        ff_smem[i + 48u * FF_PS]
+    );
+    let j = ff_vbase() + k * FF_VS + t.x;
+    if ((halves & 1u) != 0u) {
+        o.lo = ff_axpy4(
+            o.lo,
+            w,
+            mat4x4<f32>(
+                ff_smem[j],
+                ff_smem[j + FF_VS],
+                ff_smem[j + 2u * FF_VS],
+                ff_smem[j + 3u * FF_VS]
+            )
+        );
+    }
+    if (FF_NCOL > 1u && (halves & 2u) != 0u) {
+        let j2 = j + 16u;
+        o.hi = ff_axpy4(
+            o.hi,
+            w,
+            mat4x4<f32>(
+                ff_smem[j2],
+                ff_smem[j2 + FF_VS],
+                ff_smem[j2 + 2u * FF_VS],
+                ff_smem[j2 + 3u * FF_VS]
+            )
+        );
+    }
+    return o;
+}
+// acc += columns [r0, r0 + FF_VK) of the P tile times the staged rows (FF_VK / 4 steps of
+// 4; written out where the pass's file sets FF_UNROLL, as ff_scores_chunk).
 fn ff_pv_step(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32) -> FfAcc {
     var o = acc;
+    if (FF_UNROLL) {
+        o = ff_pv_rows4(t, o, r0, halves, 0u);
+        o = ff_pv_rows4(t, o, r0, halves, 4u);
+        if (FF_VK > 8u) {
+            o = ff_pv_rows4(t, o, r0, halves, 8u);
+            o = ff_pv_rows4(t, o, r0, halves, 12u);
+        }
+        return o;
+    }
     for (var k = 0u; k < FF_VK; k += 4u) {
-        let pc = (r0 + k) / 4u;
-        let i = FF_P0 + t.y * FF_PS + pc;
-        let w = mat4x4<f32>(
-            ff_smem[i],
-            ff_smem[i + 16u * FF_PS],
-            ff_smem[i + 32u * FF_PS],
-            ff_smem[i + 48u * FF_PS]
-        );
-        let j = ff_vbase() + k * FF_VS + t.x;
-        if ((halves & 1u) != 0u) {
-            o.lo = ff_axpy4(
-                o.lo,
-                w,
-                mat4x4<f32>(
-                    ff_smem[j],
-                    ff_smem[j + FF_VS],
-                    ff_smem[j + 2u * FF_VS],
-                    ff_smem[j + 3u * FF_VS]
-                )
-            );
-        }
-        if (FF_NCOL > 1u && (halves & 2u) != 0u) {
-            let j2 = j + 16u;
-            o.hi = ff_axpy4(
-                o.hi,
-                w,
-                mat4x4<f32>(
-                    ff_smem[j2],
-                    ff_smem[j2 + FF_VS],
-                    ff_smem[j2 + 2u * FF_VS],
-                    ff_smem[j2 + 3u * FF_VS]
-                )
-            );
-        }
+        o = ff_pv_rows4(t, o, r0, halves, k);
     }
     return o;
 }

@@ -160,8 +160,11 @@ def _fast_shape(head_dim: int) -> tuple[int, int, int]:
     return _cdiv(head_dim, 32), FAST_ROWS // (2 * vk), vk
 
 
-def _score_tile(chunks: int) -> int:
-    """ff_score_tile: its chunk loop around ff_scores_chunk's (not unrolled) 8-pass loop."""
+def _score_tile(chunks: int, unrolled: bool = False) -> int:
+    """ff_score_tile: its chunk loop around ff_scores_chunk's 8-pass loop, which the
+    backward keeps and the forward writes out (FF_UNROLL: no loop, nothing to count)."""
+    if unrolled:
+        return chunks + 1
     return (chunks + 1) + 9 * chunks + 1
 
 
@@ -178,7 +181,7 @@ def _fast_fwd(q0: int, cfg: AttentionConfig) -> int:
     chunks, passes, vk = _fast_shape(cfg.head_dim)
     kb, ke = key_range(q0, min(q0 + FAST_ROWS, cfg.seq_q) - 1, cfg)
     c = sum(
-        _score_tile(chunks) + _pv_tile(cfg.seq_k - k0, passes, vk) + 1
+        _score_tile(chunks, unrolled=True) + _pv_tile(cfg.seq_k - k0, passes, vk) + 1
         for k0 in range(kb, ke, FAST_ROWS)
     )
     return c + 4  # the key-tile loop's exiting pass (masked) and its exit

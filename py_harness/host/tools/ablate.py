@@ -42,19 +42,19 @@ def _synthetic(name: str) -> str:
 # The anchors below follow the WGSL's layout (4 spaces per level, wrapped argument lists).
 _B_OPERAND = (
     "let b = mat4x4<f32>(\n"
-    "            ff_smem[j],\n"
-    "            ff_smem[j + 16u * FF_AS],\n"
-    "            ff_smem[j + 32u * FF_AS],\n"
-    "            ff_smem[j + 48u * FF_AS]\n"
-    "        );"
+    "        ff_smem[j],\n"
+    "        ff_smem[j + 16u * FF_AS],\n"
+    "        ff_smem[j + 32u * FF_AS],\n"
+    "        ff_smem[j + 48u * FF_AS]\n"
+    "    );"
 )
 _V_OPERAND = (
     "mat4x4<f32>(\n"
-    "                    ff_smem[j],\n"
-    "                    ff_smem[j + FF_VS],\n"
-    "                    ff_smem[j + 2u * FF_VS],\n"
-    "                    ff_smem[j + 3u * FF_VS]\n"
-    "                )"
+    "                ff_smem[j],\n"
+    "                ff_smem[j + FF_VS],\n"
+    "                ff_smem[j + 2u * FF_VS],\n"
+    "                ff_smem[j + 3u * FF_VS]\n"
+    "            )"
 )
 _DOT4 = (
     "return vec4<f32>(\n"
