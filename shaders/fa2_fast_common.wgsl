@@ -9,8 +9,8 @@
 // fa2_fast_forward.wgsl or fa2_fast_backward.wgsl, which each define
 //   fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair
 // (vec4s i and j of buffer `buf`: Q, K, V below or their own bindings) and
-//   const FF_UNROLL: bool
-// (whether the GEMMs' inner loops are written out: ff_scores_chunk).
+//   const FF_UNROLL_SCORES: bool, const FF_UNROLL_PV: bool
+// (whether the GEMMs' inner loops are written out: ff_scores_chunk, ff_pv_step).
 //
 // Tiling. A workgroup of 256 invocations owns FF_BR = 64 rows (queries; keys in the
 // dK/dV pass) and walks the other side in tiles of FF_BC = 64 columns. Invocation
@@ -500,13 +500,12 @@ fn ff_scores_step(s: mat4x4<f32>, t: vec2<u32>, c: u32) -> mat4x4<f32> {
     );
 }
 // S block += A rows . B rows over the staged chunk (FF_KC / 4 = 8 steps). Written out step
-// by step where the pass's file sets FF_UNROLL (WGSL has no unroll hint). On an H100, with
-// ff_pv_step's loop written out too, the forward took 11-15 % less time through naga and
-// Tint, and the backward's key-tile passes 4-18 % more (docs/results-h200.md). Same bits
-// either way.
+// by step where the pass's file sets FF_UNROLL_SCORES (WGSL has no unroll hint): with
+// ff_pv_step's loop written out too, the forward took 11-15 % less time on an H100 through
+// naga and Tint (docs/results-h200.md). Same bits either way.
 fn ff_scores_chunk(acc: mat4x4<f32>, t: vec2<u32>) -> mat4x4<f32> {
     var s = acc;
-    if (FF_UNROLL) {
+    if (FF_UNROLL_SCORES) {
         s = ff_scores_step(s, t, 0u);
         s = ff_scores_step(s, t, 1u);
         s = ff_scores_step(s, t, 2u);
@@ -599,10 +598,10 @@ fn ff_pv_rows4(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32, k: u32) -> FfAcc 
     return o;
 }
 // acc += columns [r0, r0 + FF_VK) of the P tile times the staged rows (FF_VK / 4 steps of
-// 4; written out where the pass's file sets FF_UNROLL, as ff_scores_chunk).
+// 4; written out where the pass's file sets FF_UNROLL_PV, as ff_scores_chunk).
 fn ff_pv_step(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32) -> FfAcc {
     var o = acc;
-    if (FF_UNROLL) {
+    if (FF_UNROLL_PV) {
         o = ff_pv_rows4(t, o, r0, halves, 0u);
         o = ff_pv_rows4(t, o, r0, halves, 4u);
         if (FF_VK > 8u) {

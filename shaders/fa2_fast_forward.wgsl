@@ -11,8 +11,10 @@
 @group(0) @binding(3) var<storage, read_write> ffw_out: array<f32>;
 @group(0) @binding(4) var<storage, read_write> ffw_lse: array<f32>;
 
-// The GEMMs' inner loops written out (ff_scores_chunk): 11-15 % off this pass on an H100.
-const FF_UNROLL: bool = true;
+// The GEMMs' inner loops written out (ff_scores_chunk, ff_pv_step): 11-15 % off this pass
+// on an H100.
+const FF_UNROLL_SCORES: bool = true;
+const FF_UNROLL_PV: bool = true;
 
 // Q, K, V: fa2_fast_common.wgsl's bindings.
 fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair {

@@ -162,7 +162,8 @@ def _fast_shape(head_dim: int) -> tuple[int, int, int]:
 
 def _score_tile(chunks: int, unrolled: bool = False) -> int:
     """ff_score_tile: its chunk loop around ff_scores_chunk's 8-pass loop, which the
-    backward keeps and the forward writes out (FF_UNROLL: no loop, nothing to count)."""
+    backward keeps and the forward writes out (FF_UNROLL_SCORES: no loop, nothing to count;
+    measured at head_dim 1, the forward's count is then high by up to half a key tile)."""
     if unrolled:
         return chunks + 1
     return (chunks + 1) + 9 * chunks + 1
