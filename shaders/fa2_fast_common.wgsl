@@ -503,6 +503,7 @@ fn ff_scores_step(s: mat4x4<f32>, t: vec2<u32>, c: u32) -> mat4x4<f32> {
 // by step where the pass's file sets FF_UNROLL_SCORES (WGSL has no unroll hint): with
 // ff_pv_step's loop written out too, the forward took 11-15 % less time on an H100 through
 // naga and Tint (docs/results-h200.md). Same bits either way.
+const_assert FF_KC == 32u; // the 8 steps written out below
 fn ff_scores_chunk(acc: mat4x4<f32>, t: vec2<u32>) -> mat4x4<f32> {
     var s = acc;
     if (FF_UNROLL_SCORES) {
@@ -599,6 +600,7 @@ fn ff_pv_rows4(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32, k: u32) -> FfAcc 
 }
 // acc += columns [r0, r0 + FF_VK) of the P tile times the staged rows (FF_VK / 4 steps of
 // 4; written out where the pass's file sets FF_UNROLL_PV, as ff_scores_chunk).
+const_assert FF_VK == 8u || FF_VK == 16u; // the steps written out below
 fn ff_pv_step(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32) -> FfAcc {
     var o = acc;
     if (FF_UNROLL_PV) {
