@@ -27,6 +27,15 @@ from py_harness.shaders import ShaderModuleSource
 D = 64  # head_dim
 ROWS = 64  # query rows per workgroup, keys per tile
 BLOCKS = ((4, 4), (8, 4), (4, 8), (8, 8))  # (TM, TN): rows x score columns per invocation
+# Workgroup memory (vec4s): Q and K chunks [0, 1152), then the P tile [0, 1088) over them;
+# V in halves of 32 keys from 1152.
+V0 = 1152
+SMEM = V0 + 32 * 17
+
+
+def workgroup_bytes(tn: int) -> int:
+    """sm and the row reductions' red (ROWS x ROWS / TN floats)."""
+    return 16 * SMEM + 4 * ROWS * (ROWS // tn)
 
 
 def forward_wgsl(tm: int, tn: int) -> str:
@@ -48,7 +57,7 @@ def forward_wgsl(tm: int, tn: int) -> str:
     )
     stage_v = each(
         "{{ let e = lid + {0}u; let r = e / 16u; let c = e % 16u;"
-        " sm[1152u + r * 17u + c] = v[(k0 + half + r) * rs + h * 16u + c]; }}",
+        f" sm[{V0}u + r * 17u + c] = v[(k0 + half + r) * rs + h * 16u + c]; }}}}",
         [(s,) for s in range(0, 512, inv)],
     )
     b_cols = [f"b{4 * g + j}" for g in range(groups) for j in range(4)]
@@ -93,7 +102,7 @@ def forward_wgsl(tm: int, tn: int) -> str:
         "let a{0} = sm[({1}) * 17u + half / 4u + kk];", [(i, rows[i]) for i in range(tm)]
     )
     pv_loop += "\n    " + each(
-        "let v{0}_{1} = sm[1152u + (4u * kk + {0}u) * 17u + tx + {2}u];",
+        f"let v{{0}}_{{1}} = sm[{V0}u + (4u * kk + {{0}}u) * 17u + tx + {{2}}u];",
         [(r, g, nx * g) for r in range(4) for g in range(groups)],
     )
     pv_loop += "\n    " + each(
@@ -116,8 +125,8 @@ def forward_wgsl(tm: int, tn: int) -> str:
     zero_s = each("var s{0}_{1} = vec4<f32>(0.0);", pairs)
     return f"""
 // Attention forward, head_dim 64, {tm} x {tn} register blocks, {inv} invocations.
-// Dispatch (seq / 64, heads). Workgroup memory: Q and K chunks [0, 1152), then the P tile
-// [0, 1088) over them; the V tile in halves of 32 keys [1152, 1696) (under 32 KiB in all,
+// Dispatch (seq / 64, heads). Workgroup memory: Q and K chunks [0, {V0}), then the P tile
+// [0, 1088) over them; the V tile in halves of 32 keys [{V0}, {SMEM}) (under 32 KiB in all,
 // so that the CPU drivers run it too).
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
@@ -125,7 +134,7 @@ def forward_wgsl(tm: int, tn: int) -> str:
 @group(0) @binding(3) var<storage, read_write> o: array<f32>;
 @group(0) @binding(4) var<storage, read_write> lse: array<f32>;
 @group(0) @binding(5) var<storage, read> dims: array<u32>;
-var<workgroup> sm: array<vec4<f32>, 1696>;
+var<workgroup> sm: array<vec4<f32>, {SMEM}>;
 var<workgroup> red: array<f32, {ROWS * nx}>;
 fn dot1(acc: f32, a: vec4<f32>, b: vec4<f32>) -> f32 {{
     return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
@@ -276,7 +285,7 @@ async def main() -> None:
     print(f"{'block':>12} {'inv':>4} {'check':>10} {'ms':>9} {'GFLOP/s':>9}")
     limit = dev.limits["maxComputeWorkgroupStorageSize"]
     for tm, tn in BLOCKS:
-        need = 1696 * 16 + ROWS * (ROWS // tn) * 4  # sm and red
+        need = workgroup_bytes(tn)
         if need > limit:
             print(f"{f'{tm}x{tn}':>12} skipped: needs {need} bytes of workgroup memory")
             continue

@@ -48,9 +48,15 @@ class Tiles:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
     @property
-    def workgroup_bytes(self) -> int:
+    def staged(self) -> tuple[int, int]:
+        """vec4s of the staged A and B chunks (rows padded by one vec4): A is BM rows of BK
+        floats, B BN rows of BK ("nt") or BK rows of BN ("nn")."""
         b = self.bn * (self.bk // 4 + 1) if self.form == "nt" else self.bk * (self.bn // 4 + 1)
-        return (self.bm * (self.bk // 4 + 1) + b) * 16
+        return self.bm * (self.bk // 4 + 1), b
+
+    @property
+    def workgroup_bytes(self) -> int:
+        return 16 * sum(self.staged)
 
     def __str__(self) -> str:
         return (
@@ -151,15 +157,15 @@ def gemm_wgsl(t: Tiles) -> str:
         )
     else:
         chunk = f"for (var c = 0u; c < {kv}u; c++) {{\n        {inner}\n        }}"
-    b_rows = f"{t.bn * (kv + 1)}" if nt else f"{t.bk * (t.bn // 4 + 1)}"
+    a_vec4s, b_vec4s = t.staged
     return f"""
 // C = {"A B^T" if nt else "A B"}, {t}; dims = (M, N, K).
 @group(0) @binding(0) var<storage, read> a_in: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> b_in: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> c_out: array<f32>;
 @group(0) @binding(3) var<storage, read> dims: array<u32>;
-var<workgroup> sa: array<vec4<f32>, {t.bm * (kv + 1)}>;
-var<workgroup> sb: array<vec4<f32>, {b_rows}>;
+var<workgroup> sa: array<vec4<f32>, {a_vec4s}>;
+var<workgroup> sb: array<vec4<f32>, {b_vec4s}>;
 fn dot1(acc: f32, a: vec4<f32>, b: vec4<f32>) -> f32 {{
     return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
 }}

@@ -20,7 +20,7 @@ from py_harness.host.tools.ablate import ABLATIONS, ablated_sources
 from py_harness.host.tools.bench_impls import flops
 from py_harness.host.tools.bench_plot import write_svg
 from py_harness.kernels import VARIANTS
-from tests.fakes import own_thread, planted_shaders, refusal_text
+from tests.fakes import own_thread, planted_shaders, refusal_text, script_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -238,13 +238,10 @@ def test_occupancy_probe_times_each_spread(tmp_path: Path) -> None:
     if why:
         pytest.skip(why)
     import asyncio
-    import importlib.util
 
     from py_harness.gpu.native import request_device
 
-    spec = importlib.util.spec_from_file_location("probe", ROOT / "scripts/occupancy_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = script_module("occupancy_probe")
 
     async def run() -> list:
         dev = await request_device()

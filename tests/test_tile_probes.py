@@ -5,34 +5,17 @@ large register block, and their checks fail a kernel with a slip planted in it."
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
 from py_harness.host.runtimes.registry import runtime
-from tests.fakes import own_thread
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    # registered while it runs: its dataclass looks its module up by name
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[name]
-    return module
+from tests.fakes import own_thread, script_module
 
 
 @pytest.fixture
-def wgpu_device():
+def request_wgpu():
+    """native.request_device, where wgpu runs here."""
     why = runtime("wgpu").missing()
     if why:
         pytest.skip(why)
@@ -41,15 +24,15 @@ def wgpu_device():
     return request_device
 
 
-def test_gemm_probe_kernels_compute_the_product_and_its_check_fails_a_slip(wgpu_device) -> None:
-    probe = _script("gemm_tile_probe")
+def test_gemm_probe_kernels_compute_the_product_and_its_check_fails_a_slip(request_wgpu) -> None:
+    probe = script_module("gemm_tile_probe")
     small, large = probe.Tiles(4, 4, 64, 64), probe.Tiles(8, 8, 64, 64, form="nn")
     # every chunk staged from the first: the product of the first 32 columns only
     slip = probe.gemm_wgsl(small).replace("k0 / 4u + c]", "c]")
     assert slip != probe.gemm_wgsl(small)
 
     async def errors() -> list[float]:
-        dev = await wgpu_device()
+        dev = await request_wgpu()
         rng = np.random.default_rng(0)
         return [
             await probe.relative_error(dev, small, 128, rng),
@@ -61,14 +44,14 @@ def test_gemm_probe_kernels_compute_the_product_and_its_check_fails_a_slip(wgpu_
     assert max(good_small, good_large) < probe.CHECK_BOUND < bad, (good_small, good_large, bad)
 
 
-def test_forward_probe_matches_numpy_and_its_check_fails_a_slip(wgpu_device) -> None:
-    probe = _script("fwd_tile_probe")
+def test_forward_probe_matches_numpy_and_its_check_fails_a_slip(request_wgpu) -> None:
+    probe = script_module("fwd_tile_probe")
     # Q not scaled: softmax(Q K^T) instead of softmax(Q K^T / 8)
     slip = probe.forward_wgsl(8, 4).replace("* scale;", ";")
     assert slip != probe.forward_wgsl(8, 4)
 
     async def errors() -> list[float]:
-        dev = await wgpu_device()
+        dev = await request_wgpu()
         rng = np.random.default_rng(0)
         return [
             (await probe.run(dev, 4, 4, 256, 2, 1, rng))[0],
