@@ -15,10 +15,13 @@ copies of the kernels (docs/verdict.md):
 - small constant-count loops with small bodies are unrolled and cost nothing; functions
   count as inlined; once the budget is spent every loop runs one pass more and stops.
 
-Every entry point of both variants ends in a store loop whose last two decrements do no
-work, so a vector's results are right exactly when its count C is at most BUDGET + 1 (for
-the fast variant a few decrements early: its count is then an upper bound). Counts assume
-no additive mask (a mask only removes keys, so they are then upper bounds). The model is of
+A loop's first pass always runs; a later one only while the limiter is above 0. So a
+vector's results are right exactly when each pass that does work and is not its loop's
+first has at most BUDGET - 1 decrements before it. Every seed entry point ends in a store
+loop whose last two decrements do no work, so there that is its whole count C <= BUDGET + 1;
+the fast variant's end in loops that do no work (exiting passes, a masked last round), and
+its counts are of the passes up to the last working one (`needed`). Counts assume no
+additive mask (a mask only removes keys, so they are then upper bounds). The model is of
 the kernels in shaders/ as shipped: tests/test_limitations.py checks it against lavapipe at
 measured break points, so an edit that changes a kernel's loops shows there.
 """
@@ -26,12 +29,13 @@ measured break points, so an edit that changes a kernel's loops shows there.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ...config import AttentionConfig, ConfigError, kernel_window
 from ...kernels import FAST, FAST_ROWS, Variant
 
 BUDGET = 65535  # LP_MAX_TGSI_LOOP_ITERATIONS
-OK_LIMIT = BUDGET + 1  # the largest count whose results are still right
+OK_LIMIT = BUDGET + 1  # the largest count (for the fast variant: `needed`) still right
 SEED_TILE = 16  # FA2_TILE / FAB_TILE: keys or queries staged per step
 SEED_ROWS = 128  # FA2_ROWS / FAB_ROWS: rows (and invocations) per workgroup
 # lavapipe's maxStorageBufferBindingSize, which caps the fast backward's dQ partial sums
@@ -154,52 +158,102 @@ def seed_counts(cfg: AttentionConfig, lanes: int = 8) -> dict[str, int]:
 
 
 # ---- the fast variant: every loop is uniform, so every vector of a workgroup counts alike --
+# Each stretch of code is counted as Passes; an entry point's number is `needed`: the
+# decrements before its last working pass that is not its loop's first, + 2, which meets
+# OK_LIMIT where the seed's whole count does (a seed entry point's last such pass is its
+# store loop's, two decrements from the end).
+@dataclass(frozen=True)
+class Passes:
+    """Loop-limiter decrements of a stretch of kernel code: `count` in all; `last`, those
+    before its last working pass that is not its loop's first (None: it has none); and
+    `masked`, its count when reached with no lane active (each loop once, inner ones too)."""
+
+    count: int = 0
+    last: int | None = None
+    masked: int = 0
+
+    def then(self, other: Passes) -> Passes:
+        last = self.last if other.last is None else self.count + other.last
+        return Passes(self.count + other.count, last, self.masked + other.masked)
+
+
+NOTHING = Passes()
+
+
+def _loop(bodies: list[Passes], shape: Passes = NOTHING, exits: bool = True) -> Passes:
+    """A loop that runs `bodies`, each pass ending in a decrement; then, where `exits`, the
+    pass that leaves it, with the body (`shape`, as any pass's) reached with no lane
+    active. Where not, the last body leaves mid-pass (a `break`), its decrement the last."""
+    count, last = 0, None
+    for i, body in enumerate(bodies):
+        if i:
+            last = count
+        if body.last is not None:
+            last = count + body.last
+        count += body.count + 1
+    if exits:
+        count += shape.masked + 1
+    return Passes(count, last, shape.masked + 1)
+
+
+def needed(p: Passes) -> int:
+    """The count that must stay within OK_LIMIT for every working pass to run."""
+    return 0 if p.last is None else p.last + 2
+
+
 def _fast_shape(head_dim: int) -> tuple[int, int, int]:
     """(head_dim chunks of 32, ff_pv_tile passes over a full tile, rows per ff_pv_step)."""
     vk = 16 if head_dim <= 64 else 8
     return _cdiv(head_dim, 32), FAST_ROWS // (2 * vk), vk
 
 
-def _score_tile(chunks: int, unrolled: bool = False) -> int:
-    """ff_score_tile: its chunk loop around ff_scores_chunk's 8-pass loop, which the
-    backward keeps and the forward writes out (FF_UNROLL_SCORES: no loop, nothing to count;
-    measured at head_dim 1, the forward's count is then high by up to half a key tile)."""
-    if unrolled:
-        return chunks + 1
-    return (chunks + 1) + 9 * chunks + 1
+def _score_tile(chunks: int, unrolled: bool) -> Passes:
+    """ff_score_tile: its loop over head_dim's chunks around ff_scores_chunk's 8 steps, a
+    loop of its own where the pass's file does not write them out (FF_UNROLL_SCORES)."""
+    steps = NOTHING if unrolled else _loop([NOTHING] * 8)
+    return _loop([steps] * chunks, steps)
 
 
-def _pv_tile(rows_left: int, passes: int, vk: int) -> int:
+def _pv_tile(rows_left: int, passes: int, vk: int) -> Passes:
     """ff_pv_tile over an operand with rows_left >= 1 rows: passes of 2 vk rows, with a
-    `break` at the top of a pass past the rows and one between its two halves."""
+    `break` at the top of a pass past the rows and one between its two halves (ff_pv_step's
+    loop of FF_VK / 4 small steps is unrolled by the compiler, or written out)."""
     halves = min(_cdiv(min(rows_left, FAST_ROWS), vk), 2 * passes)
-    if halves == 2 * passes:
-        return passes + 1
-    return (halves + 1) // 2 if halves % 2 else halves // 2 + 1
+    return _loop([NOTHING] * _cdiv(halves, 2), exits=halves % 2 == 0)
 
 
-def _fast_fwd(q0: int, cfg: AttentionConfig) -> int:
+# Which of the fast variant's passes write ff_scores_chunk's steps out (FF_UNROLL_SCORES in
+# fa2_fast_forward.wgsl and fa2_fast_backward.wgsl), by family (its largest head_dim).
+SCORES_WRITTEN_OUT = {"forward": {64, 128, 256}, "backward": set()}
+
+
+def _family(head_dim: int) -> int:
+    return 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
+
+
+def _fast_fwd(q0: int, cfg: AttentionConfig) -> Passes:
     chunks, passes, vk = _fast_shape(cfg.head_dim)
+    unrolled = _family(cfg.head_dim) in SCORES_WRITTEN_OUT["forward"]
     kb, ke = key_range(q0, min(q0 + FAST_ROWS, cfg.seq_q) - 1, cfg)
-    c = sum(
-        _score_tile(chunks, unrolled=True) + _pv_tile(cfg.seq_k - k0, passes, vk) + 1
+    tiles = [
+        _score_tile(chunks, unrolled).then(_pv_tile(cfg.seq_k - k0, passes, vk))
         for k0 in range(kb, ke, FAST_ROWS)
-    )
-    return c + 4  # the key-tile loop's exiting pass (masked) and its exit
+    ]
+    return _loop(tiles, _score_tile(chunks, unrolled).then(_pv_tile(FAST_ROWS, passes, vk)))
 
 
 # Per key-tile pass: which GEMMs one query tile runs (score tiles, pv tiles over Q/dO rows,
-# pv tiles over K rows) and the decrements of its masked exiting pass.
+# pv tiles over K rows), in that order.
 _KEY_PASSES = {
-    "fa2f_bwd_dk_dv": (2, 2, 1, 7),  # one pass (the 64 and 256 families): S and dP; dV, dK; dQ
-    "fa2f_bwd_dv": (1, 1, 0, 3),  # two passes (the 128 family): S; dV
-    "fa2f_bwd_dk_dq": (2, 1, 1, 6),  # ... and S and dP; dK; dQ
+    "fa2f_bwd_dk_dv": (2, 2, 1),  # one pass (the 64 and 256 families): S and dP; dV, dK; dQ
+    "fa2f_bwd_dv": (1, 1, 0),  # two passes (the 128 family): S; dV
+    "fa2f_bwd_dk_dq": (2, 1, 1),  # ... and S and dP; dK; dQ
 }
 
 
 def _fast_key_pass(
     entry: str, slot: int, slots: int, cfg: AttentionConfig, part: int = 0, parts: int = 1
-) -> int:
+) -> Passes:
     """ffb_key_tiles of workgroup `slot` of `slots`, part `part` of `parts` of each key tile:
     key tiles slot, 2 slots - 1 - slot, ...; of each, for every head of the group, the query
     tiles of the tile's range that are the part's (ffb_first_tile: every tile from the
@@ -207,33 +261,37 @@ def _fast_key_pass(
     parts). The round order's alternation is modelled as strict: an upper bound of a few
     tiles either way."""
     chunks, passes, vk = _fast_shape(cfg.head_dim)
-    scores, pv_q, pv_k, masked = _KEY_PASSES[entry]
+    scores, pv_q, pv_k = _KEY_PASSES[entry]
+    score = _score_tile(chunks, _family(cfg.head_dim) in SCORES_WRITTEN_OUT["backward"])
+
+    def query_tile(q0: int, k0: int) -> Passes:
+        out = NOTHING
+        for p in [score] * scores + [_pv_tile(cfg.seq_q - q0, passes, vk)] * pv_q:
+            out = out.then(p)
+        return out.then(_pv_tile(cfg.seq_k - k0, passes, vk)) if pv_k else out
+
+    query_loop = _loop([], query_tile(0, 0))  # reached with no lane active: each loop once
     group = cfg.num_heads // cfg.kv_heads
-    c, rnd = 0, 0
-    while rnd * slots * FAST_ROWS < cfg.seq_k:
+    rounds: list[Passes] = []
+    while len(rounds) * slots * FAST_ROWS < cfg.seq_k:
+        rnd = len(rounds)
         k0 = (rnd * slots + (slots - 1 - slot if rnd & 1 else slot)) * FAST_ROWS
-        if k0 >= cfg.seq_k:
+        if k0 >= cfg.seq_k:  # leaves the loop as its exiting pass would
             break
         qb, qe = query_range(k0, min(k0 + FAST_ROWS, cfg.seq_k) - 1, cfg)
         j = qb // FAST_ROWS  # the aligned tile holding the range's start
+        heads = []
         for g in range(group):
             first = qb if parts == 1 else (j + (part - g - j) % parts) * FAST_ROWS
-            per_head = sum(
-                scores * _score_tile(chunks)
-                + pv_q * _pv_tile(cfg.seq_q - q0, passes, vk)
-                + pv_k * _pv_tile(cfg.seq_k - k0, passes, vk)
-                + 1
-                for q0 in range(first, qe if qe > qb else 0, parts * FAST_ROWS)
-            )
-            c += per_head + masked + 2
-        c += masked + 3
-        rnd += 1
-    return c + masked + 3
+            tiles = range(first, qe if qe > qb else 0, parts * FAST_ROWS)
+            heads.append(_loop([query_tile(q0, k0) for q0 in tiles], query_tile(0, k0)))
+        rounds.append(_loop(heads, query_loop))
+    return _loop(rounds, _loop([], query_loop))
 
 
 def fast_counts(cfg: AttentionConfig, kv_parts: int | None = None) -> dict[str, int]:
-    """The largest count C over the workgroups of each fast entry point's dispatch, with
-    the parts per key tile the runner chooses (Variant.kv_parts) or `kv_parts`."""
+    """The largest count (`needed`) over the workgroups of each fast entry point's
+    dispatch, with the parts per key tile the runner chooses (Variant.kv_parts) or `kv_parts`."""
     chosen = FAST.for_head_dim(cfg.head_dim)
     try:
         band = chosen.dq_band_rows(cfg, LAVAPIPE_BINDING_CAP)
@@ -261,11 +319,12 @@ def _fast_dense_counts(
         sums = min(tiles, _cdiv(left + right + 1, FAST_ROWS) + 1)
     else:
         sums = slots
+    rows = [_fast_fwd(q0, cfg) for q0 in range(0, cfg.seq_q, FAST_ROWS)]
     out = {
-        "fa2f_fwd": max(_fast_fwd(q0, cfg) for q0 in range(0, cfg.seq_q, FAST_ROWS)),
-        "fa2f_bwd_pre": _cdiv(cfg.head_dim, 4) + 1,  # its head_dim loop
-        "fa2f_bwd_dq_sum": sums + 1,  # its loop over the partial sums (band: key tiles)
-        "fa2f_bwd_kv_sum": parts + 1,  # its loop over the copies of dK and dV
+        "fa2f_fwd": max(needed(p) for p in rows),
+        "fa2f_bwd_pre": needed(_loop([NOTHING] * _cdiv(cfg.head_dim, 4))),  # over head_dim
+        "fa2f_bwd_dq_sum": needed(_loop([NOTHING] * sums)),  # the partial sums (band: tiles)
+        "fa2f_bwd_kv_sum": needed(_loop([NOTHING] * (parts - 1))),  # the copies of dK, dV
     }
     for kernel in chosen.backward:  # the chosen family's key-tile pass(es)
         if kernel.entry_point not in _KEY_PASSES:
@@ -273,7 +332,7 @@ def _fast_dense_counts(
         # the dV pass (rows seq_k) takes one key tile per workgroup; the others, a slot's
         n = tiles if kernel.rows == "seq_k" else slots
         out[kernel.entry_point] = max(
-            _fast_key_pass(kernel.entry_point, s, n, cfg, p, parts)
+            needed(_fast_key_pass(kernel.entry_point, s, n, cfg, p, parts))
             for s in range(n)
             for p in range(parts)
         )
