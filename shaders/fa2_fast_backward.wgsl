@@ -64,11 +64,11 @@
 @group(0) @binding(11) var<storage, read> ffb_lse: array<f32>;
 
 // The GEMMs' inner loops (ff_scores_chunk, ff_pv_step) kept as loops, but for the score
-// loop in the 128 family: on an H100, both written out made the key-tile passes 4-18 %
-// slower, the P V loop alone 12-25 %; the score loop alone took the 128 family's two passes
-// 2.7-3.3 % less time (head_dim 64's one pass -0.4 to +1.3 %). judge/loop_budget.py's
-// SCORES_WRITTEN_OUT says which, for lavapipe's loop budget.
-const FF_UNROLL_SCORES: bool = FF_NCOL == 2u && FF_SPLIT == 1u;
+// loop in the 128 and 256 families: on an H100, both written out made the key-tile passes
+// 4-18 % slower, the P V loop alone 12-25 %; the score loop alone took 2-3.6 % off the 128
+// family's backward and 0.2-1.3 % off the 256 family's (head_dim 64's -0.4 to +1.3 %, not
+// taken). judge/loop_budget.py's SCORES_WRITTEN_OUT says which, for lavapipe's loop budget.
+const FF_UNROLL_SCORES: bool = FF_NCOL == 2u;
 const FF_UNROLL_PV: bool = false;
 
 fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair {
