@@ -46,9 +46,7 @@ def _largest(ok, lo: int, hi: int) -> int:
     return lo
 
 
-def _edge(
-    variant: str, entry: str, vary: str, lanes: int = 8, hi: int = 100_000, **cfg: object
-) -> int:
+def _edge(variant: str, entry: str, vary: str, lanes: int, hi: int, **cfg: object) -> int:
     """The largest `vary` below `hi` whose `entry` stays within lavapipe's budget, by the
     model, with one part per key tile (as the fast kernels ran when the edges were
     measured)."""
