@@ -227,7 +227,7 @@ LAVAPIPE_LOOPS = Limitation(
         "probes.py: a loop of 70,000 passes runs 65,535; nested loops share the budget "
         "exactly as counted. The count model's break points equal the measured ones in "
         "40 bisections of the seed's kernels (e.g. the forward at head_dim 64 is right up "
-        "to 1743 keys, wrong from 1744) and 5 of the fast variant's (its dK/dQ pass at "
+        "to 1743 keys, wrong from 1744) and 6 of the fast variant's (its dK/dQ pass at "
         "head_dim 128 over 64 keys: right up to 199,688 queries); SwiftShader runs every pass"
     ),
     covers=_loop_budget_covers,
