@@ -228,7 +228,8 @@ SCORES_WRITTEN_OUT = {"forward": {64, 128, 256}, "backward": {128, 256}}
 
 
 def _family(head_dim: int) -> int:
-    return 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
+    """The head_dim bound of the family FAST.for_head_dim picks (limits aside)."""
+    return next(bound for bound, _ in FAST.by_head_dim if head_dim <= bound)
 
 
 def _fast_fwd(q0: int, cfg: AttentionConfig) -> Passes:
@@ -264,13 +265,15 @@ def _fast_key_pass(
     scores, pv_q, pv_k = _KEY_PASSES[entry]
     score = _score_tile(chunks, _family(cfg.head_dim) in SCORES_WRITTEN_OUT["backward"])
 
-    def query_tile(q0: int, k0: int) -> Passes:
+    def query_tile(query_rows: int, key_rows: Passes) -> Passes:
         out = NOTHING
-        for p in [score] * scores + [_pv_tile(cfg.seq_q - q0, passes, vk)] * pv_q:
+        for p in [score] * scores + [_pv_tile(query_rows, passes, vk)] * pv_q + [key_rows] * pv_k:
             out = out.then(p)
-        return out.then(_pv_tile(cfg.seq_k - k0, passes, vk)) if pv_k else out
+        return out
 
-    query_loop = _loop([], query_tile(0, 0))  # reached with no lane active: each loop once
+    full = query_tile(FAST_ROWS, _pv_tile(FAST_ROWS, passes, vk))  # the bodies' shape
+    query_loop = _loop([], full)  # reached with no lane active: each loop once
+    head_loop = _loop([], query_loop)
     group = cfg.num_heads // cfg.kv_heads
     rounds: list[Passes] = []
     while len(rounds) * slots * FAST_ROWS < cfg.seq_k:
@@ -278,15 +281,16 @@ def _fast_key_pass(
         k0 = (rnd * slots + (slots - 1 - slot if rnd & 1 else slot)) * FAST_ROWS
         if k0 >= cfg.seq_k:  # leaves the loop as its exiting pass would
             break
+        key_rows = _pv_tile(cfg.seq_k - k0, passes, vk)
         qb, qe = query_range(k0, min(k0 + FAST_ROWS, cfg.seq_k) - 1, cfg)
         j = qb // FAST_ROWS  # the aligned tile holding the range's start
         heads = []
         for g in range(group):
             first = qb if parts == 1 else (j + (part - g - j) % parts) * FAST_ROWS
             tiles = range(first, qe if qe > qb else 0, parts * FAST_ROWS)
-            heads.append(_loop([query_tile(q0, k0) for q0 in tiles], query_tile(0, k0)))
+            heads.append(_loop([query_tile(cfg.seq_q - q0, key_rows) for q0 in tiles], full))
         rounds.append(_loop(heads, query_loop))
-    return _loop(rounds, _loop([], query_loop))
+    return _loop(rounds, head_loop)
 
 
 def fast_counts(cfg: AttentionConfig, kv_parts: int | None = None) -> dict[str, int]:
@@ -319,9 +323,8 @@ def _fast_dense_counts(
         sums = min(tiles, _cdiv(left + right + 1, FAST_ROWS) + 1)
     else:
         sums = slots
-    rows = [_fast_fwd(q0, cfg) for q0 in range(0, cfg.seq_q, FAST_ROWS)]
     out = {
-        "fa2f_fwd": max(needed(p) for p in rows),
+        "fa2f_fwd": max(needed(_fast_fwd(q0, cfg)) for q0 in range(0, cfg.seq_q, FAST_ROWS)),
         "fa2f_bwd_pre": needed(_loop([NOTHING] * _cdiv(cfg.head_dim, 4))),  # over head_dim
         "fa2f_bwd_dq_sum": needed(_loop([NOTHING] * sums)),  # the partial sums (band: tiles)
         "fa2f_bwd_kv_sum": needed(_loop([NOTHING] * (parts - 1))),  # the copies of dK, dV
