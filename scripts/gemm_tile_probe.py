@@ -29,6 +29,7 @@ from py_harness.gpu.device import ComputePass, Device
 from py_harness.gpu.native import request_device
 from py_harness.host.arg_types import positive_int
 from py_harness.shaders import ShaderModuleSource
+from py_harness.timing import TimingPlan, time_passes
 
 
 @dataclass(frozen=True)
@@ -226,10 +227,11 @@ async def run(
     group = dev.create_bind_group(pipe, bufs)
     pass_ = ComputePass(pipe, group, (n // t.bn, m // t.bm, 1))
     _, (out,) = await dev.run_and_read([pass_], [(bufs[2], 4 * m * n)])
-    ms = [await dev.run_passes([pass_]) or 0.0 for _ in range(runs)]
+    plan = TimingPlan(runs, warmup=0, warmup_ms=0)  # the run above warmed it up
+    ms = (await time_passes(dev, [pass_], plan))["ms"]
     for buf in bufs.values():
         dev.destroy_buffer(buf)
-    return np.frombuffer(out, np.float32).reshape(m, n), sorted(ms)[len(ms) // 2]
+    return np.frombuffer(out, np.float32).reshape(m, n), ms
 
 
 # float32 sums of 128-4096 products of normal numbers stay well inside this, relative to

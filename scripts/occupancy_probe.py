@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from py_harness.gpu.device import ComputePass, Device
 from py_harness.gpu.native import request_device
 from py_harness.shaders import ShaderModuleSource
+from py_harness.timing import TimingPlan, time_passes
 
 
 def probe_wgsl(smem_vec4: int, live_vec4: int, iters: int) -> str:
@@ -86,9 +87,8 @@ async def residency(
         times = []
         for k in SPREAD:
             pass_ = ComputePass(pipe, group, (sms * k, 1, 1))
-            await dev.run_passes([pass_])  # warm-up
-            ms = [await dev.run_passes([pass_]) or 0.0 for _ in range(runs)]
-            times.append(sorted(ms)[len(ms) // 2])
+            plan = TimingPlan(runs, warmup=1, warmup_ms=0)
+            times.append((await time_passes(dev, [pass_], plan))["ms"])
         rows.append((kb, 4 * live, times))
     return rows
 
