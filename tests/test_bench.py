@@ -187,13 +187,12 @@ def test_ablate_refuses_an_unknown_ablation_by_name(capsys: pytest.CaptureFixtur
     assert "--only: unknown no-such; known: baseline" in capsys.readouterr().err
 
 
+@pytest.mark.needs_runtime("wgpu")
 def test_a_run_that_measures_nothing_fails(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Sizes the configuration allows but the device's limits do not are skipped one by
     one (a sweep goes on past them); a table with no row of a variant is a failure."""
     from py_harness.host.tools.bench import main
 
-    if runtime("wgpu").missing():
-        pytest.skip(runtime("wgpu").missing())
     argv = ["--runtime", "wgpu", "--variant", "seed", "--seq", "400000", "--head-dim", "128"]
     argv += ["--heads", "16", "--causal", "no", "--no-torch", "--numpy-max-seq", "0", "--verify"]
     assert main([*argv, "--plot", "", "--json", str(tmp_path / "b.json")]) == 1
@@ -210,8 +209,8 @@ def test_seq_k_benchmarks_short_keys_and_wants_an_offset_with_causal(tmp_path: P
     argv += ["--runs", "1", "--warmup", "0", "--no-torch", "--variant", "fast", "--runtime"]
     with pytest.raises(SystemExit, match="--seq-k with causal: give --causal-offset"):
         main([*argv, "wgpu", "--causal", "both"])
-    if runtime("wgpu").missing():
-        pytest.skip(runtime("wgpu").missing())
+    if why := runtime("wgpu").missing():  # the refusal above needs no runtime
+        pytest.skip(why)
     out = tmp_path / "b.json"
     assert own_thread(main, [*argv, "wgpu", "--causal", "no", "--verify", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
@@ -230,13 +229,11 @@ def test_seq_k_benchmarks_short_keys_and_wants_an_offset_with_causal(tmp_path: P
     assert "fa2f_bwd_kv_sum" in fast["extra"]["pass_ms"]
 
 
+@pytest.mark.needs_runtime("wgpu")
 @pytest.mark.slow
 def test_occupancy_probe_times_each_spread(tmp_path: Path) -> None:
     """scripts/occupancy_probe.py (docs/results-h200.md quotes it) runs on this adapter:
     a time per spread for each config that fits, none for one over the memory limit."""
-    why = runtime("wgpu").missing()
-    if why:
-        pytest.skip(why)
     import asyncio
 
     from py_harness.gpu.native import request_device
@@ -253,13 +250,11 @@ def test_occupancy_probe_times_each_spread(tmp_path: Path) -> None:
     assert all(len(t) == len(probe.SPREAD) and min(t) > 0 for _, _, t in rows)
 
 
+@pytest.mark.needs_runtime("wgpu")
 @pytest.mark.slow
 def test_case_overhead_script_times_each_step() -> None:
     """scripts/case_overhead.py (docs/results-h200.md quotes it) runs: per run, wall, GPU
     and beyond-GPU times, with the wall at least the GPU time and every step named."""
-    why = runtime("wgpu").missing()
-    if why:
-        pytest.skip(why)
     script = [sys.executable, str(ROOT / "scripts/case_overhead.py")]
     small = ["--seq", "40", "--heads", "2", "--head-dim", "8", "--runs", "2"]
     out = subprocess.run(
@@ -275,12 +270,10 @@ def test_case_overhead_script_times_each_step() -> None:
             assert f" {step} " in row, row
 
 
+@pytest.mark.needs_runtime("wgpu")
 def test_transport_cost_script_compares_bytes_and_base64() -> None:
     """scripts/transport_cost.py (docs/results-h200.md quotes it): per run, a line for the
     tensors as bytes and one as base64, each with the wall time at least the service's."""
-    why = runtime("wgpu").missing()
-    if why:
-        pytest.skip(why)
     script = [sys.executable, str(ROOT / "scripts/transport_cost.py"), "--runtime", "wgpu"]
     small = ["--seq", "40", "--seq-k", "24", "--heads", "2", "--head-dim", "8", "--runs", "2"]
     out = subprocess.run(
@@ -292,12 +285,10 @@ def test_transport_cost_script_compares_bytes_and_base64() -> None:
         assert float(r[3]) >= float(r[5]) > 0, r
 
 
+@pytest.mark.needs_runtime("wgpu")
 def test_kv_parts_sweep_forces_the_count() -> None:
     """scripts/kv_parts_sweep.py (docs/results-h200.md quotes it) runs bench with the count
     it is given: one part where the rule takes two, so no pass adds copies of dK and dV."""
-    why = runtime("wgpu").missing()
-    if why:
-        pytest.skip(why)
     shape = ["--seq", "256", "--seq-k", "64", "--heads", "4", "--kv-heads", "1"]
     cfg = AttentionConfig(1, 4, 256, 64, 8, num_kv_heads=1)
     assert VARIANTS["fast"].kv_parts(cfg, 2**31) == 2  # the rule's own count
@@ -322,8 +313,8 @@ def _verify_report(tmp_path: Path, argv: list[str], bug: str, prefix: str) -> st
     (it must fail); the failing run's report line that starts with `prefix`."""
     from py_harness.host.tools.bench import main
 
-    if runtime("wgpu").missing():
-        pytest.skip(runtime("wgpu").missing())
+    if why := runtime("wgpu").missing():
+        pytest.skip(why)
     argv = [*argv, "--runs", "1", "--warmup", "0", "--no-torch", "--plot=", "--verify"]
     argv += ["--runtime", "wgpu", "--json", str(tmp_path / "b.json")]
     assert own_thread(main, argv) == 0

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from py_harness.host.runtimes.registry import runtime
-
-pytestmark = pytest.mark.browser  # needs a WebGPU runtime (wgpu-py here)
+pytestmark = [pytest.mark.browser, pytest.mark.needs_runtime("wgpu")]
 
 ON_LAVAPIPE = "d111-sq203-sk113-mqa6x1"  # the seed needs 72,754 loop passes there
 FLAW = "d109-sq7-sk1-h3-win1"  # the seed's K scaling: one visible key per row
@@ -33,13 +31,6 @@ def pytest_configure(config):
     )
     limitations.LIMITATIONS = (gone,)
 """
-
-
-@pytest.fixture(autouse=True)
-def _wgpu() -> None:
-    reason = runtime("wgpu").missing()
-    if reason:
-        pytest.skip(reason)
 
 
 def _check(tmp_path: Path, *args: str, env: dict[str, str] | None = None):

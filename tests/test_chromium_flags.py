@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from py_harness.host.runtimes.chromium import EXTRA_ARGS_VAR, extra_args_from_env
-from py_harness.host.runtimes.registry import runtime
 
 AGENT = "py-harness flags test"
 
@@ -40,11 +39,9 @@ def test_malformed_flags_are_refused(
         extra_args_from_env()
 
 
+@pytest.mark.needs_runtime("chromium")
 @pytest.mark.browser
 def test_check_launches_chromium_with_the_flags(tmp_path: Path) -> None:
-    reason = runtime("chromium").missing()
-    if reason:
-        pytest.skip(reason)
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "py_harness", "check", "--runtime", "chromium", "--out", out]
     cmd += ["--variant", "seed", "--case", "d1-sq17-sk17-h4"]

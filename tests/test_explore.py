@@ -15,7 +15,6 @@ import pytest
 from py_harness.config import validate
 from py_harness.host.judge.cases import Case
 from py_harness.host.judge.random_cases import case_literal, random_case, work
-from py_harness.host.runtimes.registry import runtime
 from py_harness.host.variants import get
 from tests.fakes import planted_shaders
 
@@ -77,11 +76,9 @@ def _explore(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, d
     return proc, json.loads((out / "results.json").read_text())
 
 
+@pytest.mark.needs_runtime("wgpu")
 @pytest.mark.browser  # needs a WebGPU runtime (wgpu-py here)
 def test_a_planted_bug_fails_and_its_replay_fails_alone(tmp_path: Path) -> None:
-    reason = runtime("wgpu").missing()
-    if reason:
-        pytest.skip(reason)
     common = ["--variant", "seed", "--seed", "5", "--count", "4", "--max-len", "70"]
     proc, clean = _explore(tmp_path, *common)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -16,7 +16,6 @@ import pytest
 
 from py_harness.host.judge.mutation import OPERATORS, edits
 from py_harness.host.paths import shader_sources
-from py_harness.host.runtimes.registry import runtime
 from py_harness.host.tools.mutate import choose_edits, parser
 from py_harness.host.wgsl_decls import strip_comments
 from py_harness.kernels import variant
@@ -142,11 +141,9 @@ WITHIN_BOUND = "flash_attention_v2.wgsl:239:25:precision"
 NOT_WGSL = "flash_attention_v2_backward.wgsl:225:10:precision"
 
 
+@pytest.mark.needs_runtime("wgpu")
 @pytest.mark.browser  # needs a WebGPU runtime (wgpu-py here)
 def test_killed_equivalent_within_bound_and_refused_edits_are_told_apart(tmp_path: Path) -> None:
-    reason = runtime("wgpu").missing()
-    if reason:
-        pytest.skip(reason)
     only = [a for e in (KILLED, EQUIVALENT, WITHIN_BOUND, NOT_WGSL) for a in ("--only", e)]
     proc = _mutate(tmp_path, "--variant", "seed", "--case", "d64-sq128-sk128-b2-h4", *only)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # one survived
@@ -161,11 +158,9 @@ def test_killed_equivalent_within_bound_and_refused_edits_are_told_apart(tmp_pat
     assert re.search(r"SURVIVED \(bits same\): " + re.escape(EQUIVALENT), proc.stdout)
 
 
+@pytest.mark.needs_runtime("wgpu")
 @pytest.mark.browser  # needs a WebGPU runtime (wgpu-py here)
 def test_a_case_the_kernels_fail_without_an_edit_kills_nothing(tmp_path: Path) -> None:
-    reason = runtime("wgpu").missing()
-    if reason:
-        pytest.skip(reason)
     folder = planted_shaders(tmp_path, "bwd-dq-missing-scale")  # the backward file: other ids stay
     proc = _mutate(
         tmp_path, "--variant", "seed", "--shaders", str(folder), "--only", WITHIN_BOUND,
@@ -176,15 +171,13 @@ def test_a_case_the_kernels_fail_without_an_edit_kills_nothing(tmp_path: Path) -
     assert row["status"] == "unjudged" and proc.returncode == 1, row
 
 
+@pytest.mark.needs_runtime("wgpu")
 @pytest.mark.browser  # needs a WebGPU runtime (wgpu-py here)
 def test_a_case_past_the_call_timeout_is_the_edits_error_and_the_next_gets_a_fresh_child(
     tmp_path: Path,
 ) -> None:
     # On a GPU an edit can make a loop all but endless; a timeout shorter than any case's
     # run stands in for it here (lavapipe cuts loops short).
-    reason = runtime("wgpu").missing()
-    if reason:
-        pytest.skip(reason)
     proc = _mutate(
         tmp_path, "--variant", "seed", "--call-timeout", "0.01", "--only", WITHIN_BOUND,
         "--only", EQUIVALENT, "--case", "d64-sq128-sk128-b2-h4",

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from py_harness.host.runtimes.registry import runtime
 from tests.fakes import planted_shaders
 
 pytest_plugins = ["pytester"]
@@ -21,7 +20,7 @@ def test_options_ini_keys_and_markers_are_registered(pytester: pytest.Pytester) 
     for key in ("harness_runtimes", "harness_variants", "harness_variant_files"):
         assert key in help_text
     markers = pytester.runpytest("--markers").stdout.str()
-    for marker in ("smoke", "long", "browser", "needs_adapter"):
+    for marker in ("smoke", "long", "browser", "needs_adapter", "needs_runtime"):
         assert f"@pytest.mark.{marker}" in markers
 
 
@@ -58,11 +57,9 @@ def test_ini_keys_set_the_defaults(pytester: pytest.Pytester) -> None:
     pytester.runpytest().assert_outcomes(passed=1)
 
 
+@pytest.mark.needs_runtime("wgpu")
 @pytest.mark.browser
 def test_needs_adapter_skips_what_the_adapter_lacks(pytester: pytest.Pytester) -> None:
-    reason = runtime("wgpu").missing()
-    if reason:
-        pytest.skip(reason)
     pytester.makepyfile(
         """
         import pytest
@@ -85,6 +82,39 @@ def test_needs_adapter_skips_what_the_adapter_lacks(pytester: pytest.Pytester) -
     result.stdout.fnmatch_lines(["*lacks the feature 'no-such-feature'*"])
 
 
+def test_needs_runtime_skips_where_a_runtime_is_missing_and_refuses_unknown_names(
+    pytester: pytest.Pytester,
+) -> None:
+    """Firefox made missing (its path moved) in the test run's own process: the marked
+    test is skipped with the runtime's own reason before its body runs; an unknown name,
+    or none, is a usage error that names the test."""
+    pytester.makepyfile(
+        """
+        import pytest
+        from py_harness.host.runtimes import firefox
+
+        firefox.FIREFOX_PATH = "/nonexistent/firefox-esr"
+
+        @pytest.mark.needs_runtime("firefox")
+        def test_marked():
+            raise AssertionError("ran without firefox")
+
+        def test_unmarked():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*firefox: *apt-get install firefox-esr*"])
+    for args in ('"safari"', ""):
+        pytester.makepyfile(
+            f"import pytest\n@pytest.mark.needs_runtime({args})\ndef test_x(): pass\n"
+        )
+        result = pytester.runpytest_subprocess()
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        assert "test_x: needs_runtime(" in result.stderr.str(), result.stderr.str()
+
+
 MASK_CASE = "d64-sq113-sk203-h4-mask-full"  # fails fast-full-tile-ignores-mask on wgpu
 
 
@@ -98,28 +128,24 @@ def _one_failing_case(pytester: pytest.Pytester, shaders: object) -> str:
     return result.stdout.str()
 
 
+@pytest.mark.needs_runtime("wgpu")
 @pytest.mark.browser
 def test_a_failing_case_reports_its_verdict_and_no_traceback(pytester: pytest.Pytester) -> None:
     """The verdict names the case, variant, runtime and each output's worst element; the
     plugin's own source (run_case's body) is not printed under it."""
-    reason = runtime("wgpu").missing()
-    if reason:
-        pytest.skip(reason)
     shaders = planted_shaders(pytester.path, "fast-full-tile-ignores-mask")
     out = _one_failing_case(pytester, shaders)
     assert f"{MASK_CASE} (fast) on wgpu:\no: FAIL max abs" in out, out
     assert "__tracebackhide__" not in out and "def run(" not in out and "assert " not in out
 
 
+@pytest.mark.needs_runtime("wgpu")
 @pytest.mark.browser
 def test_wgsl_that_does_not_compile_reports_the_compilers_words_only(
     pytester: pytest.Pytester,
 ) -> None:
     """A kernel author's compile error: file:line:column, the compiler's message and the
     source line, not the harness's stack above the compiler's call."""
-    reason = runtime("wgpu").missing()
-    if reason:
-        pytest.skip(reason)
     shaders = planted_shaders(pytester.path, "fast-full-tile-ignores-mask")
     forward = shaders / "fa2_fast_forward.wgsl"
     lines = forward.read_text().splitlines()

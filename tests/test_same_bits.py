@@ -11,7 +11,6 @@ import pytest
 
 from py_harness.host.judge.mutants import MUTANTS
 from py_harness.host.paths import SHADER_DIR, shader_sources
-from py_harness.host.runtimes.registry import runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = "d64-sq128-sk128-b2-h4"  # the control case
@@ -22,10 +21,8 @@ def _same_bits(old: Path, case: str = CASE) -> subprocess.CompletedProcess[str]:
     return subprocess.run(script, capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
+@pytest.mark.needs_runtime("wgpu")
 def test_a_copy_is_the_same_bits_and_a_planted_bug_is_not(tmp_path: Path) -> None:
-    why = runtime("wgpu").missing()
-    if why:
-        pytest.skip(why)
     copy = tmp_path / "copy"
     shutil.copytree(SHADER_DIR, copy)
     same = _same_bits(copy)

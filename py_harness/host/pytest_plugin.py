@@ -19,7 +19,9 @@ flaws). A whole matrix test is:
 
 Markers: `smoke`, `long` (skipped unless --long), `browser` (needs a WebGPU runtime), `slow`,
 `needs_adapter(feature=..., limits={...})`, which skips a test whose session's adapter
-lacks a feature or limit, and `harness_private` (a module's sessions are not handed on).
+lacks a feature or limit, `needs_runtime(*names)`, which skips a test (one that drives a
+runtime itself, without `harness`) where a named runtime is not installed here, saying how
+to install it, and `harness_private` (a module's sessions are not handed on).
 Known kernel flaws and driver limitations are data (judge/limitations.py), not markers.
 """
 
@@ -60,6 +62,8 @@ MARKERS = (
     "long: a GPU-sized case, skipped unless --long",
     "needs_adapter(feature=None, limits=None): skip unless the session's adapter has the "
     "feature and the limits (a dict of minimums)",
+    "needs_runtime(*names): skip unless each named runtime (wgpu, dawn, node, chromium, "
+    "firefox) is installed on this machine; the reason says what is missing",
     "harness_private: this module's `harness` sessions are closed after it, not handed to "
     "the next module (for tests that crash, hang or rewire their session on purpose)",
 )
@@ -154,6 +158,14 @@ def _setting(config: pytest.Config, name: str, default: str) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for mark in item.iter_markers("needs_runtime"):
+            # no name at all is as wrong as an unknown one
+            if unknown := [n for n in mark.args or ("",) if n not in RUNTIMES]:
+                raise pytest.UsageError(
+                    f"{item.nodeid}: needs_runtime({unknown[0]!r}): name one or more of "
+                    f"{', '.join(RUNTIMES)}"
+                )
     if config.getoption("--long") or config.harness_cases:
         return
     skip = pytest.mark.skip(reason="a long case: run with --long (GPU-sized; slow on CPUs)")
@@ -302,6 +314,14 @@ def harness(request: pytest.FixtureRequest, harness_pool: SessionPool) -> Iterat
     session = harness_pool.take(rt.name, base_url, private=private)
     yield session
     harness_pool.give(rt.name, session, keep=not private)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Applies the needs_runtime marker: skips before any fixture launches anything."""
+    for mark in item.iter_markers("needs_runtime"):
+        for name in mark.args:
+            if why := runtime(name).missing():
+                pytest.skip(f"{name}: {why}")
 
 
 @pytest.fixture(autouse=True)
