@@ -558,8 +558,13 @@ fn ff_exchange(lid: u32, s: mat4x4<f32>) -> mat4x4<f32> {
     workgroupBarrier();
     return mat4x4<f32>(select(s[0], s[2], second) + o0, select(s[1], s[3], second) + o1, s[2], s[3]);
 }
+// Four consecutive staged rows of one output vec4 column, from vec4 j of the first: row
+// i in column i.
+fn ff_staged_rows4(j: u32) -> mat4x4<f32> {
+    return mat4x4<f32>(ff_smem[j], ff_smem[j + FF_VS], ff_smem[j + 2u * FF_VS], ff_smem[j + 3u * FF_VS]);
+}
 // acc += columns [r0 + k, r0 + k + 4) of the P tile times staged rows k .. k + 3; halves:
-// 1 for the low output columns, 2 for the high ones (FF_NCOL > 1), 3 for both.
+// 1 for the low output columns, 2 for the high ones (FF_NCOL > 1, 16 vec4s on), 3 for both.
 fn ff_pv_rows4(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32, k: u32) -> FfAcc {
     var o = acc;
     let pc = (r0 + k) / 4u;
@@ -572,29 +577,10 @@ fn ff_pv_rows4(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32, k: u32) -> FfAcc 
     );
     let j = ff_vbase() + k * FF_VS + t.x;
     if ((halves & 1u) != 0u) {
-        o.lo = ff_axpy4(
-            o.lo,
-            w,
-            mat4x4<f32>(
-                ff_smem[j],
-                ff_smem[j + FF_VS],
-                ff_smem[j + 2u * FF_VS],
-                ff_smem[j + 3u * FF_VS]
-            )
-        );
+        o.lo = ff_axpy4(o.lo, w, ff_staged_rows4(j));
     }
     if (FF_NCOL > 1u && (halves & 2u) != 0u) {
-        let j2 = j + 16u;
-        o.hi = ff_axpy4(
-            o.hi,
-            w,
-            mat4x4<f32>(
-                ff_smem[j2],
-                ff_smem[j2 + FF_VS],
-                ff_smem[j2 + 2u * FF_VS],
-                ff_smem[j2 + 3u * FF_VS]
-            )
-        );
+        o.hi = ff_axpy4(o.hi, w, ff_staged_rows4(j + 16u));
     }
     return o;
 }

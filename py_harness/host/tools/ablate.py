@@ -48,14 +48,7 @@ _B_OPERAND = (
     "        ff_smem[j + 48u * FF_AS]\n"
     "    );"
 )
-_V_OPERAND = (
-    "mat4x4<f32>(\n"
-    "                ff_smem[j],\n"
-    "                ff_smem[j + FF_VS],\n"
-    "                ff_smem[j + 2u * FF_VS],\n"
-    "                ff_smem[j + 3u * FF_VS]\n"
-    "            )"
-)
+_V_OPERAND = "o.lo = ff_axpy4(o.lo, w, ff_staged_rows4(j));"  # the low half's
 _DOT4 = (
     "return vec4<f32>(\n"
     "        ff_dot(acc.x, a, b[0]),\n"
@@ -85,7 +78,7 @@ ABLATIONS: dict[str, tuple[Mutant, ...]] = {
             _B_OPERAND,
             "let b = a + mat4x4<f32>(vec4<f32>(f32(j)), vec4<f32>(), vec4<f32>(), vec4<f32>());",
         ),
-        _edit("pv", _V_OPERAND, "w"),
+        _edit("pv", _V_OPERAND, "o.lo = ff_axpy4(o.lo, w, w);"),
     ),
     # the barriers around each staged step of both GEMMs
     "no-gemm-barriers": tuple(
