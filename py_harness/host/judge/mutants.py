@@ -232,6 +232,15 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "if (v.row0 + r0 >= v.rows)",
         "if (v.row0 + r0 + FF_VK > v.rows)",
     ),
+    # ... its staged rows read out of order (rows k + 2 and k + 3 of each four swapped), and
+    # the high output columns (head_dim > 64) read from the low ones' staged rows
+    _fast(
+        "pv-rows-swapped",
+        FAST_COMMON,
+        "ff_smem[j + 2u * FF_VS], ff_smem[j + 3u * FF_VS]",
+        "ff_smem[j + 3u * FF_VS], ff_smem[j + 2u * FF_VS]",
+    ),
+    _fast("pv-hi-reads-lo", FAST_COMMON, "ff_staged_rows4(j + 16u)", "ff_staged_rows4(j)"),
     # GQA
     _fast(
         "gqa-head",
@@ -1046,6 +1055,8 @@ FIRST_CATCH: dict[str, str] = {
     "fast-key-range-window": "d128-sq128-sk217-h4-win32",
     "fast-query-range-causal": "d59-sq113-sk203-gqa6x2-causal",
     "fast-pv-partial-chunk": "d59-sq113-sk203-h4-causal-br",
+    "fast-pv-rows-swapped": "d64-sq128-sk128-b2-h4",
+    "fast-pv-hi-reads-lo": "d128-sq128-sk217-h4-win32",
     "fast-gqa-head": "d59-sq113-sk203-gqa6x2-causal",
     "fast-bwd-gqa-head": "d59-sq113-sk203-gqa6x2-causal",
     "fast-dkdv-sum-one-head": "d59-sq113-sk203-gqa6x2-causal",
