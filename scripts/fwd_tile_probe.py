@@ -22,9 +22,15 @@ import numpy as np
 from py_harness.gpu.device import ComputePass, Device
 from py_harness.gpu.native import request_device
 from py_harness.host.arg_types import positive_int
+from py_harness.host.paths import SHADER_DIR
+from py_harness.host.wgsl_decls import function_source
 from py_harness.shaders import ShaderModuleSource
 from py_harness.timing import TimingPlan, time_passes
 
+# The fast kernels' register micro-kernels, taken from their file: the same fma chains.
+MICRO_KERNELS = function_source(
+    (SHADER_DIR / "fa2_fast_common.wgsl").read_text(), "ff_dot", "ff_dot4", "ff_axpy"
+)
 D = 64  # head_dim
 ROWS = 64  # query rows per workgroup, keys per tile
 BLOCKS = ((4, 4), (8, 4), (4, 8), (8, 8))  # (TM, TN): rows x score columns per invocation
@@ -67,7 +73,7 @@ def forward_wgsl(tm: int, tn: int) -> str:
         "let b{0} = sm[576u + (tx + {1}u) * 9u + c];", [(j, nx * j) for j in range(tn)]
     )
     score_loop += "\n    " + each(
-        "s{0}_{1} = dot4(s{0}_{1}, a{0}, mat4x4<f32>({2}));",
+        "s{0}_{1} = ff_dot4(s{0}_{1}, a{0}, mat4x4<f32>({2}));",
         [(i, g, ", ".join(b_cols[4 * g : 4 * g + 4])) for i, g in pairs],
     )
     maxima = [[f"max4(s{i}_{g})" for g in range(groups)] for i in range(tm)]
@@ -107,7 +113,7 @@ def forward_wgsl(tm: int, tn: int) -> str:
         [(r, g, nx * g) for r in range(4) for g in range(groups)],
     )
     pv_loop += "\n    " + each(
-        "o{0}_{1} = axpy4(o{0}_{1}, a{0}, mat4x4<f32>(v0_{1}, v1_{1}, v2_{1}, v3_{1}));", pairs
+        "o{0}_{1} = ff_axpy(o{0}_{1}, a{0}, mat4x4<f32>(v0_{1}, v1_{1}, v2_{1}, v3_{1}));", pairs
     )
     lsum = each("red[({1}) * {2}u + tx] = l{0};", [(i, rows[i], nx) for i in range(tm)])
     store = each(
@@ -137,18 +143,7 @@ def forward_wgsl(tm: int, tn: int) -> str:
 @group(0) @binding(5) var<storage, read> dims: array<u32>;
 var<workgroup> sm: array<vec4<f32>, {SMEM}>;
 var<workgroup> red: array<f32, {ROWS * nx}>;
-fn dot1(acc: f32, a: vec4<f32>, b: vec4<f32>) -> f32 {{
-    return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
-}}
-fn dot4(acc: vec4<f32>, a: vec4<f32>, b: mat4x4<f32>) -> vec4<f32> {{
-    return vec4<f32>(
-        dot1(acc.x, a, b[0]), dot1(acc.y, a, b[1]), dot1(acc.z, a, b[2]), dot1(acc.w, a, b[3])
-    );
-}}
-fn axpy4(acc: vec4<f32>, a: vec4<f32>, b: mat4x4<f32>) -> vec4<f32> {{
-    let x = fma(vec4<f32>(a.y), b[1], fma(vec4<f32>(a.x), b[0], acc));
-    return fma(vec4<f32>(a.w), b[3], fma(vec4<f32>(a.z), b[2], x));
-}}
+{MICRO_KERNELS}
 fn max4(x: vec4<f32>) -> f32 {{ return max(max(x.x, x.y), max(x.z, x.w)); }}
 fn sum4(x: vec4<f32>) -> f32 {{ return (x.x + x.y) + (x.z + x.w); }}
 fn red_max(i: u32) -> f32 {{

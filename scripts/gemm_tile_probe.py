@@ -28,6 +28,8 @@ import numpy as np
 from py_harness.gpu.device import ComputePass, Device
 from py_harness.gpu.native import request_device
 from py_harness.host.arg_types import positive_int
+from py_harness.host.paths import SHADER_DIR
+from py_harness.host.wgsl_decls import function_source
 from py_harness.shaders import ShaderModuleSource
 from py_harness.timing import TimingPlan, time_passes
 
@@ -66,6 +68,10 @@ class Tiles:
         )
 
 
+# The fast kernels' register micro-kernels, taken from their file: the same fma chains.
+MICRO_KERNELS = function_source(
+    (SHADER_DIR / "fa2_fast_common.wgsl").read_text(), "ff_dot", "ff_dot4", "ff_axpy"
+)
 # The fast kernels' shape first; then larger blocks over 256, 128 and 64 invocations.
 CONFIGS = (
     Tiles(4, 4, 64, 64),
@@ -120,7 +126,7 @@ def gemm_wgsl(t: Tiles) -> str:
     if nt:
         loads += [f"let b{j} = sb[(tx + {nx * j}u) * {kv + 1}u + c];" for j in range(t.tn)]
         bs = [", ".join(f"b{4 * g + k}" for k in range(4)) for g in range(groups)]
-        op = "dot4"
+        op = "ff_dot4"
         col = [[f"tx + {nx * (4 * g + k)}u" for k in range(4)] for g in range(groups)]
     else:
         w = t.bn // 4 + 1
@@ -130,7 +136,7 @@ def gemm_wgsl(t: Tiles) -> str:
             for g in range(groups)
         ]
         bs = [", ".join(f"b{k}_{g}" for k in range(4)) for g in range(groups)]
-        op = "axpy4"
+        op = "ff_axpy"
         col = [[f"4u * (tx + {nx * g}u) + {k}u" for k in range(4)] for g in range(groups)]
     fmas = [
         f"acc{i}_{g} = {op}(acc{i}_{g}, a{i}, mat4x4<f32>({bs[g]}));"
@@ -167,20 +173,7 @@ def gemm_wgsl(t: Tiles) -> str:
 @group(0) @binding(3) var<storage, read> dims: array<u32>;
 var<workgroup> sa: array<vec4<f32>, {a_vec4s}>;
 var<workgroup> sb: array<vec4<f32>, {b_vec4s}>;
-fn dot1(acc: f32, a: vec4<f32>, b: vec4<f32>) -> f32 {{
-    return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
-}}
-// acc + (a . b[0], a . b[1], a . b[2], a . b[3]): the fast kernels' ff_dot4
-fn dot4(acc: vec4<f32>, a: vec4<f32>, b: mat4x4<f32>) -> vec4<f32> {{
-    return vec4<f32>(
-        dot1(acc.x, a, b[0]), dot1(acc.y, a, b[1]), dot1(acc.z, a, b[2]), dot1(acc.w, a, b[3])
-    );
-}}
-// acc + a.x b[0] + a.y b[1] + a.z b[2] + a.w b[3]: the fast kernels' ff_axpy
-fn axpy4(acc: vec4<f32>, a: vec4<f32>, b: mat4x4<f32>) -> vec4<f32> {{
-    let x = fma(vec4<f32>(a.y), b[1], fma(vec4<f32>(a.x), b[0], acc));
-    return fma(vec4<f32>(a.w), b[3], fma(vec4<f32>(a.z), b[2], x));
-}}
+{MICRO_KERNELS}
 @compute @workgroup_size({t.invocations})
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {{
     let n = dims[1];

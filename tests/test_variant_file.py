@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from py_harness.host.variant_file import VariantFileError, load
-from py_harness.host.wgsl_decls import scan, strip_comments
+from py_harness.host.wgsl_decls import function_source, scan, strip_comments
 from py_harness.kernels import RO, RW, UNIFORM, VARIANTS, Variant
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -269,3 +269,12 @@ def test_comments_are_blanked_with_lines_kept() -> None:
     out = strip_comments(src)
     assert out.split("\n")[0].strip() == "a" and out.count("\n") == 3
     assert out.split("\n")[2].strip() == "f"
+
+
+def test_function_source_takes_each_function_whole_and_names_a_missing_one() -> None:
+    src = "// f\nfn f(a: f32) -> f32 {\n    if (a > 0.0) { return a; } /* } */\n    return -a;\n}\n"
+    src += "fn g() {}\n"
+    body = "    if (a > 0.0) { return a; }        \n    return -a;\n}"  # the comment blanked
+    assert function_source(src, "g", "f") == "fn g() {}\nfn f(a: f32) -> f32 {\n" + body
+    with pytest.raises(KeyError, match="no fn h"):
+        function_source(src, "g", "h")

@@ -178,6 +178,22 @@ def scan(files: list[tuple[str, str]]) -> Module:
     return module
 
 
+def function_source(source: str, *names: str) -> str:
+    """The WGSL functions `names` as source defines them, each from `fn` to its closing brace
+    (comments blanked), one after the other: for a generated kernel that calls what a file's
+    kernels call. KeyError names a function the source does not define."""
+    code = strip_comments(source)
+    found = {m[2]: m for m in _FN.finditer(code)}
+    texts = []
+    for name in names:
+        if name not in found:
+            raise KeyError(f"no fn {name} in the source")
+        m = found[name]
+        start = code.rfind("fn", 0, m.start(2))
+        texts.append(code[start : closing_bracket(code, code.find("{", m.end())) + 1])
+    return "\n".join(texts)
+
+
 def _attr_int(attrs: str, name: str, module: Module) -> int | None:
     m = re.search(rf"@\s*{name}\s*\(([^()]*)\)", attrs)
     return module.int_value(m[1]) if m else None
