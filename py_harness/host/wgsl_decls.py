@@ -189,8 +189,8 @@ def function_source(source: str, *names: str) -> str:
         if name not in found:
             raise KeyError(f"no fn {name} in the source")
         m = found[name]
-        start = code.rfind("fn", 0, m.start(2))
-        texts.append(code[start : closing_bracket(code, code.find("{", m.end())) + 1])
+        _, end = _body_span(code, m.end() - 1)
+        texts.append(code[code.rfind("fn", 0, m.start(2)) : end])
     return "\n".join(texts)
 
 
@@ -232,11 +232,17 @@ def closing_bracket(code: str, open_at: int) -> int:
     return len(code)
 
 
-def _body(code: str, open_paren: int) -> str:
-    """The text of a function's body, from the '(' of its parameter list on (attributes
-    inside the list hold parentheses too)."""
+def _body_span(code: str, open_paren: int) -> tuple[int, int]:
+    """Where a function's body is in code, [start, end), from the '(' of its parameter list
+    on (attributes inside the list hold parentheses too); (0, 0) where it has none."""
     start = code.find("{", closing_bracket(code, open_paren))
-    return "" if start < 0 else code[start : closing_bracket(code, start) + 1]
+    return (0, 0) if start < 0 else (start, closing_bracket(code, start) + 1)
+
+
+def _body(code: str, open_paren: int) -> str:
+    """The text of a function's body (see _body_span)."""
+    start, end = _body_span(code, open_paren)
+    return code[start:end]
 
 
 def _eval(text: str, consts: dict[str, str], depth: int) -> int | None:

@@ -234,13 +234,10 @@ def _family(head_dim: int) -> int:
 
 def _fast_fwd(q0: int, cfg: AttentionConfig) -> Passes:
     chunks, passes, vk = _fast_shape(cfg.head_dim)
-    unrolled = _family(cfg.head_dim) in SCORES_WRITTEN_OUT["forward"]
+    score = _score_tile(chunks, _family(cfg.head_dim) in SCORES_WRITTEN_OUT["forward"])
     kb, ke = key_range(q0, min(q0 + FAST_ROWS, cfg.seq_q) - 1, cfg)
-    tiles = [
-        _score_tile(chunks, unrolled).then(_pv_tile(cfg.seq_k - k0, passes, vk))
-        for k0 in range(kb, ke, FAST_ROWS)
-    ]
-    return _loop(tiles, _score_tile(chunks, unrolled).then(_pv_tile(FAST_ROWS, passes, vk)))
+    tiles = [score.then(_pv_tile(cfg.seq_k - k0, passes, vk)) for k0 in range(kb, ke, FAST_ROWS)]
+    return _loop(tiles, score.then(_pv_tile(FAST_ROWS, passes, vk)))
 
 
 # Per key-tile pass: which GEMMs one query tile runs (score tiles, pv tiles over Q/dO rows,
