@@ -125,8 +125,10 @@ FAST_ROWS = 64
 FAST_WORKGROUP_BYTES = {64: 22784, 128: 22784, 256: 32768}
 FAST_INVOCATIONS = {64: 256, 128: 256, 256: 512}
 # fa2_fast_common.wgsl's override: the tile passes' loads without bounds checks, set where
-# a run's tiles are whole (Kernel.whole_tiles).
+# a run's tiles are whole (Kernel.whole_tiles); and the GEMMs' inner loops kept as loops,
+# set on SwiftShader (Kernel.rolled_loops).
 WHOLE = "FF_WHOLE"
+ROLLED = "FF_ROLLED"
 
 
 def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> Variant:
@@ -166,6 +168,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
             True,
             gemms,
             whole_tiles=WHOLE,
+            rolled_loops=ROLLED,
         )
 
     # S, dP, dV, dK and dQ's partial sum
@@ -193,6 +196,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
             cols,
             gemms=2,
             whole_tiles=WHOLE,
+            rolled_loops=ROLLED,
         ),
         backward=(
             Kernel(

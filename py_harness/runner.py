@@ -21,7 +21,7 @@ from .config import (
     validate,
     validate_sizes,
 )
-from .gpu.device import Buffer, Bytes, ComputePass, Device, Pipeline, Submitted
+from .gpu.device import Buffer, Bytes, ComputePass, Device, Pipeline, Submitted, is_swiftshader
 from .kernels import SEED, Kernel, Variant
 from .params import pack_params
 
@@ -70,10 +70,10 @@ class AttentionRunner:
         }
 
     async def pipeline(self, kernel: Kernel, cfg: AttentionConfig | None = None) -> Pipeline:
-        """The kernel's pipeline, with the constants a run of cfg sets (Kernel.constants;
-        none without cfg)."""
+        """The kernel's pipeline, with the constants a run of cfg (or of any config, without
+        cfg) sets on this device (Kernel.constants)."""
         module = self.modules[(kernel.entry_point, kernel.files)]
-        constants = kernel.constants(cfg) if cfg is not None else {}
+        constants = kernel.constants(cfg, is_swiftshader(self.device.adapter_info))
         return await self.device.compute_pipeline(
             module, kernel.entry_point, kernel.layout, constants
         )

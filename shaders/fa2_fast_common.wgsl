@@ -10,7 +10,8 @@
 //   fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair
 // (vec4s i and j of buffer `buf`: Q, K, V below or their own bindings) and
 //   const FF_UNROLL_SCORES: bool, const FF_UNROLL_PV: bool
-// (whether the GEMMs' inner loops are written out: ff_scores_chunk, ff_pv_step).
+// (whether the GEMMs' inner loops are written out: ff_scores_chunk, ff_pv_step; FF_ROLLED
+// keeps them loops on SwiftShader).
 //
 // Tiling. A workgroup of 256 invocations owns FF_BR = 64 rows (queries; keys in the
 // dK/dV pass) and walks the other side in tiles of FF_BC = 64 columns. Invocation
@@ -499,6 +500,10 @@ fn ff_scores_step(s: mat4x4<f32>, t: vec2<u32>, c: u32) -> mat4x4<f32> {
         ff_dot4(s[3], a[3], b)
     );
 }
+// The GEMMs' inner loops kept as loops even where the pass's file writes them out (a
+// pipeline-overridable constant, set by the host on SwiftShader: Kernel.rolled_loops).
+// SwiftShader compiles and runs the written-out steps 10-20 % more slowly; GPUs the loops.
+override FF_ROLLED: bool = false;
 // S block += A rows . B rows over the staged chunk (FF_KC / 4 = 8 steps). Written out step
 // by step where the pass's file sets FF_UNROLL_SCORES (WGSL has no unroll hint): with
 // ff_pv_step's loop written out too, the forward took 11-15 % less time on an H100 through
@@ -506,7 +511,7 @@ fn ff_scores_step(s: mat4x4<f32>, t: vec2<u32>, c: u32) -> mat4x4<f32> {
 const_assert FF_KC == 32u; // the 8 steps written out below
 fn ff_scores_chunk(acc: mat4x4<f32>, t: vec2<u32>) -> mat4x4<f32> {
     var s = acc;
-    if (FF_UNROLL_SCORES) {
+    if (!FF_ROLLED && FF_UNROLL_SCORES) {
         s = ff_scores_step(s, t, 0u);
         s = ff_scores_step(s, t, 1u);
         s = ff_scores_step(s, t, 2u);
@@ -589,7 +594,7 @@ fn ff_pv_rows4(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32, k: u32) -> FfAcc 
 const_assert FF_VK == 8u || FF_VK == 16u; // the steps written out below
 fn ff_pv_step(t: vec2<u32>, acc: FfAcc, r0: u32, halves: u32) -> FfAcc {
     var o = acc;
-    if (FF_UNROLL_PV) {
+    if (!FF_ROLLED && FF_UNROLL_PV) {
         o = ff_pv_rows4(t, o, r0, halves, 0u);
         o = ff_pv_rows4(t, o, r0, halves, 4u);
         if (FF_VK > 8u) {

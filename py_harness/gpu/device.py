@@ -38,6 +38,14 @@ REQUIRED_LIMITS: dict[str, int] = {
 # extension. Kernels see the same zeroed memory either way.
 SWIFTSHADER_DAWN_DISABLED_TOGGLES = ("use_vulkan_zero_initialize_workgroup_memory_extension",)
 
+
+def is_swiftshader(adapter_info: dict[str, str]) -> bool:
+    """Whether the adapter is SwiftShader (Dawn and Chromium name it in the architecture,
+    wgpu in the device)."""
+    named = f"{adapter_info.get('architecture', '')} {adapter_info.get('device', '')}"
+    return "swiftshader" in named.lower()
+
+
 ENABLE_WEBGPU_HINT = (
     "Enable WebGPU: Chromium needs --enable-unsafe-webgpu (and --no-sandbox as root) and a "
     "page served from http://127.0.0.1 or localhost (a secure context); Firefox needs the "

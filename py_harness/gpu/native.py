@@ -32,6 +32,7 @@ from .device import (
     ShaderCompileError,
     Span,
     device_limits,
+    is_swiftshader,
     layout_entries,
     staged_bytes,
     usage_flags,
@@ -286,10 +287,7 @@ async def request_device(
     features = [f for f in ("timestamp-query",) if f in adapter.features]
     options = {"required_limits": required, "required_features": features}
     info = dict(adapter.info)
-    if (
-        implementation == "dawn"
-        and "swiftshader" in f"{info.get('architecture')} {info.get('device')}".lower()
-    ):
+    if implementation == "dawn" and is_swiftshader(info):
         from wgpudawn.backends.dawn import extras  # type: ignore[import-not-found]
 
         toggles = list(SWIFTSHADER_DAWN_DISABLED_TOGGLES)

@@ -39,6 +39,9 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
                                             # (variant.Kernel.whole_tiles)
     adds_kv_parts = true                    # optional, backward: the pass adds the copies
                                             # of dk, dv; not dispatched with one part
+    rolled_loops = "ROLLED"                 # optional: a bool override of the module set
+                                            # to true on SwiftShader, for loops that GPUs
+                                            # get written out (variant.Kernel.rolled_loops)
 
     [[backward]]                            # one table per pass, dispatched in order
     ...
@@ -113,6 +116,7 @@ KERNEL_KEYS = (
     "dq_sums",
     "whole_tiles",
     "adds_kv_parts",
+    "rolled_loops",
 )
 # WebGPU's default limits, which a kernel needs no declaration to stay within.
 DEFAULT_LIMITS = {
@@ -270,6 +274,7 @@ class _KernelCheck:
                 self.table.get("dq_sums", True),
                 self.table.get("whole_tiles", ""),
                 self.table.get("adds_kv_parts", False),
+                self.table.get("rolled_loops", ""),
             )
         except ConfigError as exc:
             raise VariantFileError(f"{self.where}: {exc}") from None

@@ -223,7 +223,8 @@ def _pv_tile(rows_left: int, passes: int, vk: int) -> Passes:
 
 
 # Which of the fast variant's passes write ff_scores_chunk's steps out (FF_UNROLL_SCORES in
-# fa2_fast_forward.wgsl and fa2_fast_backward.wgsl), by family (its largest head_dim).
+# fa2_fast_forward.wgsl and fa2_fast_backward.wgsl), by family (its largest head_dim). On
+# lavapipe they do: the host keeps them loops (FF_ROLLED) on SwiftShader only.
 SCORES_WRITTEN_OUT = {"forward": {64, 128, 256}, "backward": {128, 256}}
 
 

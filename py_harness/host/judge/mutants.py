@@ -241,6 +241,21 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "ff_smem[j + 3u * FF_VS], ff_smem[j + 2u * FF_VS]",
     ),
     _fast("pv-hi-reads-lo", FAST_COMMON, "ff_staged_rows4(j + 16u)", "ff_staged_rows4(j)"),
+    # the written-out steps GPUs and lavapipe run (SwiftShader keeps the loops: FF_ROLLED,
+    # and tests/test_kernel_forms.py compares the two forms there): a score step taken
+    # twice and the next one never; the second GEMM's first four rows twice, the next never
+    _fast(
+        "scores-step-repeated",
+        FAST_COMMON,
+        "s = ff_scores_step(s, t, 6u);",
+        "s = ff_scores_step(s, t, 5u);",
+    ),
+    _fast(
+        "pv-step-repeated",
+        FAST_COMMON,
+        "o = ff_pv_rows4(t, o, r0, halves, 4u);",
+        "o = ff_pv_rows4(t, o, r0, halves, 0u);",
+    ),
     # GQA
     _fast(
         "gqa-head",
@@ -1057,6 +1072,8 @@ FIRST_CATCH: dict[str, str] = {
     "fast-pv-partial-chunk": "d59-sq113-sk203-h4-causal-br",
     "fast-pv-rows-swapped": "d64-sq128-sk128-b2-h4",
     "fast-pv-hi-reads-lo": "d128-sq128-sk217-h4-win32",
+    "fast-scores-step-repeated": "d64-sq128-sk128-b2-h4",
+    "fast-pv-step-repeated": "d64-sq128-sk128-b2-h4",
     "fast-gqa-head": "d59-sq113-sk203-gqa6x2-causal",
     "fast-bwd-gqa-head": "d59-sq113-sk203-gqa6x2-causal",
     "fast-dkdv-sum-one-head": "d59-sq113-sk203-gqa6x2-causal",

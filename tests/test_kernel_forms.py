@@ -1,0 +1,88 @@
+"""The fast kernels' alternative forms give the same bits: whole-tile loads (FF_WHOLE, set
+where config.tiles_are_whole holds: no bounds checks) against their checked loads, and on
+SwiftShader the GEMMs' inner loops kept as loops (FF_ROLLED, Kernel.rolled_loops) against
+the written-out steps GPUs run, with causal masking aligned bottom-right, windows, GQA,
+dropout and every tile family; the whole-tile rule itself is tested in test_params.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from py_harness.config import AttentionConfig
+from py_harness.kernels import ROLLED, WHOLE
+from tests.native_child import child_report
+
+# Whole tiles of 64 with what moves the tiles a pass walks, in each tile family.
+CONFIGS = [
+    AttentionConfig(2, 4, 128, 192, 64, causal=True, causal_offset=64, dropout_p=0.1, seed=3),
+    AttentionConfig(1, 4, 128, 128, 64, window_left=64, window_right=0, softcap=5.0),
+    AttentionConfig(
+        1, 4, 192, 128, 128, num_kv_heads=1, window_left=128, window_right=64, causal_offset=-64
+    ),
+    AttentionConfig(1, 8, 512, 64, 64, num_kv_heads=2),
+    # head_dim 256: two halves of one workgroup (lavapipe), column blocks (SwiftShader)
+    AttentionConfig(1, 2, 128, 128, 256, causal=True),
+]
+
+
+async def _forms_report(impl: str) -> list[dict[str, Any]]:
+    """Per config: which of the two constants the forward's pipeline was made with, and
+    whether every output has the same bits as in a run without each constant that was set
+    (the module's default form). In a child process of the runtime's environment (Dawn's
+    driver is chosen before it loads)."""
+    import numpy as np
+
+    from py_harness import runner
+    from py_harness.gpu import native
+    from py_harness.gpu.device import is_swiftshader
+    from py_harness.host.paths import shader_sources
+    from py_harness.kernels import variant
+    from py_harness.variant import Kernel
+
+    dev = await native.request_device(implementation=impl)
+    run = runner.AttentionRunner(dev, shader_sources(), variant("fast"))
+    constants = Kernel.constants
+
+    async def outputs(cfg: AttentionConfig, x: dict[str, bytes], drop: str = "") -> dict:
+        def without(self: Kernel, cfg: AttentionConfig | None, swiftshader: bool = False):
+            return {k: v for k, v in constants(self, cfg, swiftshader).items() if k != drop}
+
+        Kernel.constants = without  # type: ignore[method-assign]
+        try:
+            return {n: bytes(v) for n, v in (await run.run(cfg, x)).outputs.items()}
+        finally:
+            Kernel.constants = constants  # type: ignore[method-assign]
+
+    report = []
+    for cfg in CONFIGS:
+        rng = np.random.default_rng(1)
+        x = {
+            n: rng.standard_normal(cfg.q_elems() if n in ("q", "d_out") else cfg.kv_elems())
+            .astype("<f4")
+            .tobytes()
+            for n in ("q", "k", "v", "d_out")
+        }
+        forward = run.variant.for_head_dim(cfg.head_dim, dev.limits).forward
+        asked = forward.constants(cfg, is_swiftshader(dev.adapter_info))
+        default = await outputs(cfg, x)
+        # the forward's pipeline was made with them (the cache's key)
+        made = (forward.entry_point, tuple(sorted(asked.items())))
+        row: dict[str, Any] = {
+            "constants": sorted(asked) if made in {(k[1], k[3]) for k in dev._pipelines} else None
+        }
+        for name in sorted(asked):
+            row[f"same bits without {name}"] = await outputs(cfg, x, name) == default
+        report.append(row)
+    dev.destroy()
+    return report
+
+
+@pytest.mark.parametrize("impl", ["wgpu", "dawn"])
+def test_whole_tiles_and_rolled_loops_give_the_bits_of_the_default_forms(impl: str) -> None:
+    report = child_report(impl, "tests.test_kernel_forms", "_forms_report", timeout=600)
+    # lavapipe (wgpu here) runs the written-out loops GPUs run; SwiftShader (Dawn) the loops
+    set_on = [WHOLE, ROLLED] if impl == "dawn" else [WHOLE]
+    want = {"constants": sorted(set_on)} | {f"same bits without {n}": True for n in set_on}
+    assert report == [want] * len(CONFIGS), report
