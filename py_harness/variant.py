@@ -184,10 +184,10 @@ class Kernel:
     adds_kv_parts: bool = False
     # A bool pipeline-overridable constant of the module ("": none) that a run sets to true
     # on SwiftShader (gpu/device.is_swiftshader): the kernel's inner loops that GPUs get
-    # written out stay loops. SwiftShader compiles and runs the written-out form 10-20 %
-    # more slowly (the fast variant's matrix on Chromium and Node: 155 s against 185 s),
+    # written out stay loops. SwiftShader compiles and runs the written-out form 10-17 %
+    # more slowly (the fast variant's matrix on Chromium and Node: 140-155 s against 185 s),
     # GPUs the loop form up to 15 % (docs/results-h200.md). The same calls in the same
-    # order, so the same bits (tests/test_loop_forms.py). Not on lavapipe: its loop limiter
+    # order, so the same bits (tests/test_kernel_forms.py). Not on lavapipe: its loop limiter
     # counts every pass of a loop, so the loop form would move the sizes it can run
     # (judge/loop_budget.py).
     rolled_loops: str = ""
