@@ -62,6 +62,8 @@ class AttentionRunner:
     def __init__(self, device: Device, sources: dict[str, str], variant: Variant = SEED) -> None:
         self.device = device
         self.variant = variant
+        # Kernel.constants' adapter-dependent choice, made once per device
+        self.swiftshader = is_swiftshader(device.adapter_info)
         # Keyed by entry point and files: a variant's head_dim specialisations share entry
         # point names.
         self.modules = {
@@ -73,7 +75,7 @@ class AttentionRunner:
         """The kernel's pipeline, with the constants a run of cfg (or of any config, without
         cfg) sets on this device (Kernel.constants)."""
         module = self.modules[(kernel.entry_point, kernel.files)]
-        constants = kernel.constants(cfg, is_swiftshader(self.device.adapter_info))
+        constants = kernel.constants(cfg, self.swiftshader)
         return await self.device.compute_pipeline(
             module, kernel.entry_point, kernel.layout, constants
         )
