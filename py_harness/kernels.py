@@ -126,7 +126,7 @@ FAST_WORKGROUP_BYTES = {64: 22784, 128: 22784, 256: 32768}
 FAST_INVOCATIONS = {64: 256, 128: 256, 256: 512}
 # fa2_fast_common.wgsl's override: the tile passes' loads without bounds checks, set where
 # a run's tiles are whole (Kernel.whole_tiles); and the GEMMs' inner loops kept as loops,
-# set on SwiftShader (Kernel.rolled_loops).
+# set on the CPU drivers (Kernel.rolled_loops).
 WHOLE = "FF_WHOLE"
 ROLLED = "FF_ROLLED"
 

@@ -21,7 +21,7 @@ from .config import (
     validate,
     validate_sizes,
 )
-from .gpu.device import Buffer, Bytes, ComputePass, Device, Pipeline, Submitted, is_swiftshader
+from .gpu.device import Buffer, Bytes, ComputePass, Device, Pipeline, Submitted, rolls_loops
 from .kernels import SEED, Kernel, Variant
 from .params import pack_params
 
@@ -63,7 +63,7 @@ class AttentionRunner:
         self.device = device
         self.variant = variant
         # Kernel.constants' adapter-dependent choice, made once per device
-        self.swiftshader = is_swiftshader(device.adapter_info)
+        self.rolled_loops = rolls_loops(device.adapter_info)
         # Keyed by entry point and files: a variant's head_dim specialisations share entry
         # point names.
         self.modules = {
@@ -75,7 +75,7 @@ class AttentionRunner:
         """The kernel's pipeline, with the constants a run of cfg (or of any config, without
         cfg) sets on this device (Kernel.constants)."""
         module = self.modules[(kernel.entry_point, kernel.files)]
-        constants = kernel.constants(cfg, self.swiftshader)
+        constants = kernel.constants(cfg, self.rolled_loops)
         return await self.device.compute_pipeline(
             module, kernel.entry_point, kernel.layout, constants
         )

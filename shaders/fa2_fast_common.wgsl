@@ -11,7 +11,7 @@
 // (vec4s i and j of buffer `buf`: Q, K, V below or their own bindings) and
 //   const FF_UNROLL_SCORES: bool, const FF_UNROLL_PV: bool
 // (whether the GEMMs' inner loops are written out: ff_scores_chunk, ff_pv_step; FF_ROLLED
-// keeps them loops on SwiftShader).
+// keeps them loops on the CPU drivers).
 //
 // Tiling. A workgroup of 256 invocations owns FF_BR = 64 rows (queries; keys in the
 // dK/dV pass) and walks the other side in tiles of FF_BC = 64 columns. Invocation
@@ -501,8 +501,9 @@ fn ff_scores_step(s: mat4x4<f32>, t: vec2<u32>, c: u32) -> mat4x4<f32> {
     );
 }
 // The GEMMs' inner loops kept as loops even where the pass's file writes them out (a
-// pipeline-overridable constant, set by the host on SwiftShader: Kernel.rolled_loops).
-// SwiftShader compiles and runs the loops in 6-17 % less time, GPUs the written-out steps.
+// pipeline-overridable constant, set by the host on the CPU drivers: Kernel.rolled_loops).
+// SwiftShader compiles and runs the loops in 6-17 % less time, lavapipe compiles them in
+// less (13-23 % off the planted bugs on a new machine); GPUs run the written-out steps faster.
 override FF_ROLLED: bool = false;
 // S block += A rows . B rows over the staged chunk (FF_KC / 4 = 8 steps). Written out step
 // by step where the pass's file sets FF_UNROLL_SCORES (WGSL has no unroll hint): with

@@ -1,8 +1,9 @@
 """The fast kernels' alternative forms give the same bits: whole-tile loads (FF_WHOLE, set
 where config.tiles_are_whole holds: no bounds checks) against their checked loads, and on
-SwiftShader the GEMMs' inner loops kept as loops (FF_ROLLED, Kernel.rolled_loops) against
-the written-out steps GPUs run, with causal masking aligned bottom-right, windows, GQA,
-dropout and every tile family; the whole-tile rule itself is tested in test_params.py."""
+the CPU drivers the GEMMs' inner loops kept as loops (FF_ROLLED, Kernel.rolled_loops)
+against the written-out steps GPUs run, with causal masking aligned bottom-right, windows,
+GQA, dropout and every tile family, through naga and Tint; the whole-tile rule itself is
+tested in test_params.py."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ async def _forms_report(impl: str) -> list[dict[str, Any]]:
 
     from py_harness import runner
     from py_harness.gpu import native
-    from py_harness.gpu.device import is_swiftshader
+    from py_harness.gpu.device import rolls_loops
     from py_harness.host.paths import shader_sources
     from py_harness.kernels import variant
     from py_harness.variant import Kernel
@@ -59,7 +60,7 @@ async def _forms_report(impl: str) -> list[dict[str, Any]]:
             for n in ("q", "k", "v", "d_out")
         }
         forward = run.variant.for_head_dim(cfg.head_dim, dev.limits).forward
-        asked = forward.constants(cfg, is_swiftshader(dev.adapter_info))
+        asked = forward.constants(cfg, rolls_loops(dev.adapter_info))
         chosen = await outputs(cfg, x)
         # the forward's pipeline was made with them (the cache's key)
         made = (forward.entry_point, tuple(sorted(asked.items())))
@@ -84,6 +85,8 @@ async def _forms_report(impl: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("impl", ["wgpu", "dawn"])
 def test_whole_tiles_and_rolled_loops_give_the_bits_of_the_default_forms(impl: str) -> None:
     report = child_report(impl, "tests.test_kernel_forms", "_forms_report", timeout=600)
-    # lavapipe (wgpu here) runs the written-out loops GPUs run; SwiftShader (Dawn) the loops
-    set_on = [WHOLE, ROLLED] if impl == "dawn" else [WHOLE]
-    assert report == [{"constants": sorted(set_on), "same bits": True}] * len(CONFIGS), report
+    # the CPU drivers here (lavapipe through wgpu, SwiftShader through Dawn) run the loops,
+    # and the module's defaults the written-out steps GPUs run
+    assert report == [{"constants": sorted([WHOLE, ROLLED]), "same bits": True}] * len(CONFIGS), (
+        report
+    )

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from py_harness.config import AttentionConfig
+from py_harness.gpu.device import rolls_loops
 from py_harness.host.judge import loop_budget
 from py_harness.host.judge.cases import CASES, Case, by_id
 from py_harness.host.judge.limitations import (
@@ -34,6 +35,8 @@ from py_harness.host.wire import run_on
 
 LAVAPIPE = "llvmpipe llvmpipe (LLVM 15.0.6, 256 bits) Mesa 22.3.6 (LLVM 15.0.6)"
 LAVAPIPE_128 = "llvmpipe llvmpipe (LLVM 15.0.6, 128 bits) Mesa 22.3.6 (LLVM 15.0.6)"
+# Firefox's page sees an empty adapter.info: the host names its adapter from wgpu's log
+FIREFOX = "firefox/wgpu llvmpipe (LLVM 15.0.6, 256 bits) Mesa 22.3.6 (LLVM 15.0.6) Vulkan"
 PACKED_KV = Path(__file__).resolve().parents[1] / "examples/packed-kv/kernels/packed_kv.toml"
 
 
@@ -46,16 +49,20 @@ def _largest(ok, lo: int, hi: int) -> int:
     return lo
 
 
-def _edge(variant: str, entry: str, vary: str, lanes: int, hi: int, **cfg: object) -> int:
-    """The largest `vary` below `hi` whose `entry` stays within lavapipe's budget, by the
-    model, with one part per key tile (as the fast kernels ran when the edges were
-    measured)."""
+def _within(kernels: str, entry: str, cfg: AttentionConfig, lanes: int) -> bool:
+    """Whether `entry` of `kernels` ("seed", "fast" with the steps GPUs get written out, or
+    "fast-rolled", the loops the CPU drivers run) stays within lavapipe's budget, by the
+    model, with one part per key tile (as the fast kernels ran when the edges were measured)."""
+    variant, rolled = kernels.removesuffix("-rolled"), kernels.endswith("-rolled")
+    counts = loop_budget.loop_counts(variant, cfg, lanes, kv_parts=1, rolled=rolled)
+    return counts[entry] <= loop_budget.OK_LIMIT
 
-    def ok(n: int) -> bool:
-        c = AttentionConfig(**{**cfg, vary: n})
-        return loop_budget.loop_counts(variant, c, lanes, kv_parts=1)[entry] <= loop_budget.OK_LIMIT
 
-    return _largest(ok, 1, hi)
+def _edge(kernels: str, entry: str, vary: str, lanes: int, hi: int, **cfg: object) -> int:
+    """The largest `vary` below `hi` within the budget (`_within`)."""
+    return _largest(
+        lambda n: _within(kernels, entry, AttentionConfig(**{**cfg, vary: n}), lanes), 1, hi
+    )
 
 
 # The largest size whose outputs lavapipe (Mesa 22.3.6) still gets right, found by bisecting
@@ -63,7 +70,10 @@ def _edge(variant: str, entry: str, vary: str, lanes: int, hi: int, **cfg: objec
 # The fast key-tile passes' edges were measured before they split key tiles into parts
 # (Variant.kv_parts): with one part, the same loops; with the parts the runner now chooses
 # for one key tile, no such edge is left below 100,000 queries. The fast forward's, at
-# head_dim 1 (at 64 and above the edge needs more than lavapipe's 128 MiB bindings).
+# head_dim 1 (at 64 and above the edge needs more than lavapipe's 128 MiB bindings in the
+# written-out form). Each form of the fast GEMMs' steps has its own edges where a pass
+# writes them out (the dK/dV pass of head_dim 64 writes nothing out): lavapipe runs the
+# loops (FF_ROLLED) through wgpu, the written-out steps in Firefox.
 MEASURED_EDGES = [
     ("seed", "flash_fwd", "seq_k", 8, dict(seq_q=4, head_dim=32), 3119),
     ("seed", "flash_fwd", "seq_k", 8, dict(seq_q=4, head_dim=64), 1743),
@@ -81,7 +91,9 @@ MEASURED_EDGES = [
                                                   num_kv_heads=1, causal=True,
                                                   causal_offset=2048 - 420), 420),
     ("fast", "fa2f_fwd", "seq_k", 8, dict(seq_q=4, head_dim=1), 699040),
+    ("fast-rolled", "fa2f_fwd", "seq_k", 8, dict(seq_q=4, head_dim=1), 262144),
     ("fast", "fa2f_bwd_dk_dq", "seq_q", 8, dict(seq_k=64, head_dim=128), 199688),
+    ("fast-rolled", "fa2f_bwd_dk_dq", "seq_q", 8, dict(seq_k=64, head_dim=128), 44096),
     ("fast", "fa2f_bwd_dk_dv", "seq_q", 8, dict(seq_k=64, head_dim=64, num_heads=2,
                                                  num_kv_heads=1), 38784),
 ]  # fmt: skip
@@ -94,8 +106,7 @@ def test_loop_model_meets_the_measured_edges(kernels, entry, vary, lanes, cfg, m
 
         def ok(n: int) -> bool:
             c = AttentionConfig(**{**base, "seq_q": n, "causal_offset": cfg["seq_k"] - n})
-            counts = loop_budget.loop_counts(kernels, c, lanes, kv_parts=1)
-            return counts[entry] <= loop_budget.OK_LIMIT
+            return _within(kernels, entry, c, lanes)
 
         assert _largest(ok, 1, cfg["seq_k"]) == measured
         return
@@ -118,17 +129,22 @@ def test_loop_budget_covers_by_count_on_lavapipe_only():
         case_coverage(v, swiftshader, c) and case_coverage(v, swiftshader, c).limitation.kind
         == DRIVER for v in ("seed", "fast") for c in CASES
     )  # fmt: skip
-    fast = {c.id for c in CASES if case_coverage("fast", LAVAPIPE, c)}
-    assert fast == set()  # the fast kernels stay inside the budget on the whole matrix
-    # dK/dQ over 200,000 queries: past the measured edge as one part; in parts, within budget
-    big = AttentionConfig(1, 1, 200_000, 64, 128)
-    assert loop_budget.loop_counts("fast", big, kv_parts=1)["fa2f_bwd_dk_dq"] > 65536
-    assert loop_budget.over_budget("fast", big) == {}
-    # many key tiles, so one part each, over few dQ sums (4 fit lavapipe's binding): each
-    # workgroup walks 64 key tiles x 1024 query tiles
-    assert "fa2f_bwd_dk_dq" in loop_budget.over_budget(
-        "fast", AttentionConfig(1, 1, 65536, 16384, 128)
-    )
+    # the fast kernels stay inside the budget on the whole matrix, in either form: wgpu's
+    # loops and Firefox's written-out steps
+    assert loop_budget.rolled_loops(LAVAPIPE) and not loop_budget.rolled_loops(FIREFOX)
+    for adapter in (LAVAPIPE, FIREFOX):
+        assert {c.id for c in CASES if case_coverage("fast", adapter, c)} == set()
+    for rolled in (False, True):
+        # dK/dQ over 200,000 queries: past the measured edges as one part; in parts, within
+        big = AttentionConfig(1, 1, 200_000, 64, 128)
+        counts = loop_budget.loop_counts("fast", big, kv_parts=1, rolled=rolled)
+        assert counts["fa2f_bwd_dk_dq"] > 65536
+        assert loop_budget.over_budget("fast", big, rolled=rolled) == {}
+        # many key tiles, so one part each, over few dQ sums (4 fit lavapipe's binding):
+        # each workgroup walks 64 key tiles x 1024 query tiles
+        assert "fa2f_bwd_dk_dq" in loop_budget.over_budget(
+            "fast", AttentionConfig(1, 1, 65536, 16384, 128), rolled=rolled
+        )
     assert loop_budget.lanes_of(LAVAPIPE) == 8 and loop_budget.lanes_of(LAVAPIPE_128) == 4
 
 
@@ -158,7 +174,10 @@ def test_declared_limitations_reproduce(harness: Session) -> None:
         if lim.applies_to(adapter, harness.runtime):
             still, what = lim.reproduce(harness)
             assert still, f"{lim.name} is declared for {adapter} but no longer reproduces: {what}"
-    if not LAVAPIPE_LOOPS.applies_to(adapter):  # the budget is lavapipe's alone
+    if LAVAPIPE_LOOPS.applies_to(adapter):
+        # the loop model counts the form the runner chose from the page's adapter.info
+        assert rolls_loops(harness.adapter()["info"]) == loop_budget.rolled_loops(adapter)
+    else:  # the budget is lavapipe's alone
         got = harness.call("probe_loops", {})
         assert got["single"] == got["asked"][0] != LOOP_PROBE_UNDER_BUDGET["single"]
     if not WGPU_NATIVE_ZEROING.applies_to(adapter, harness.runtime):

@@ -46,6 +46,14 @@ def is_swiftshader(adapter_info: dict[str, str]) -> bool:
     return "swiftshader" in named.lower()
 
 
+def rolls_loops(adapter_info: dict[str, str]) -> bool:
+    """Whether runs on this adapter keep the GEMMs' inner loops as loops (Kernel.rolled_loops):
+    the CPU drivers, SwiftShader and Mesa's lavapipe (llvmpipe in the device name), compile
+    and run them in less time than the steps GPUs get written out. Firefox's page sees an
+    empty adapter.info, so it runs the written-out steps even on lavapipe."""
+    return is_swiftshader(adapter_info) or "llvmpipe" in adapter_info.get("device", "").lower()
+
+
 ENABLE_WEBGPU_HINT = (
     "Enable WebGPU: Chromium needs --enable-unsafe-webgpu (and --no-sandbox as root) and a "
     "page served from http://127.0.0.1 or localhost (a secure context); Firefox needs the "

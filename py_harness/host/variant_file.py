@@ -40,7 +40,7 @@ their WGSL before anything runs (docs/own-kernels.md has a walk-through).
     adds_kv_parts = true                    # optional, backward: the pass adds the copies
                                             # of dk, dv; not dispatched with one part
     rolled_loops = "ROLLED"                 # optional: a bool override of the module set
-                                            # to true on SwiftShader, for loops that GPUs
+                                            # to true on CPU drivers, for loops that GPUs
                                             # get written out (variant.Kernel.rolled_loops)
 
     [[backward]]                            # one table per pass, dispatched in order

@@ -22,8 +22,10 @@ loop whose last two decrements do no work, so there that is its whole count C <=
 the fast variant's end in loops that do no work (exiting passes, a masked last round), and
 its counts are of the passes up to the last working one (`needed`). Counts assume no
 additive mask (a mask only removes keys, so they are then upper bounds). The model is of
-the kernels in shaders/ as shipped: tests/test_limitations.py checks it against lavapipe at
-measured break points, so an edit that changes a kernel's loops shows there.
+the kernels in shaders/ as shipped, in both forms of the fast GEMMs' steps (written out, or
+loops where the runner sets FF_ROLLED: wgpu-py on lavapipe, not Firefox, `rolled_loops`):
+tests/test_limitations.py checks it against lavapipe at measured break points, so an edit
+that changes a kernel's loops shows there.
 """
 
 from __future__ import annotations
@@ -223,9 +225,17 @@ def _pv_tile(rows_left: int, passes: int, vk: int) -> Passes:
 
 
 # Which of the fast variant's passes write ff_scores_chunk's steps out (FF_UNROLL_SCORES in
-# fa2_fast_forward.wgsl and fa2_fast_backward.wgsl), by family (its largest head_dim). On
-# lavapipe they do: the host keeps them loops (FF_ROLLED) on SwiftShader only.
+# fa2_fast_forward.wgsl and fa2_fast_backward.wgsl), by family (its largest head_dim), where
+# the runner does not keep them loops (FF_ROLLED: `rolled` below).
 SCORES_WRITTEN_OUT = {"forward": {64, 128, 256}, "backward": {128, 256}}
+
+
+def rolled_loops(adapter: str) -> bool:
+    """Whether the runner keeps the GEMMs' steps as loops on this lavapipe adapter, by the
+    name the host gives it (gpu/device.rolls_loops decides from the page's adapter.info).
+    It does, except in Firefox: its page sees an empty adapter.info, so it runs the steps
+    written out, and the host names its adapter 'firefox/wgpu ...' (runtimes/firefox.py)."""
+    return not adapter.startswith("firefox/")
 
 
 def _family(head_dim: int) -> int:
@@ -233,9 +243,13 @@ def _family(head_dim: int) -> int:
     return next(bound for bound, _ in FAST.by_head_dim if head_dim <= bound)
 
 
-def _fast_fwd(q0: int, cfg: AttentionConfig) -> Passes:
+def _written_out(pass_: str, head_dim: int, rolled: bool) -> bool:
+    return not rolled and _family(head_dim) in SCORES_WRITTEN_OUT[pass_]
+
+
+def _fast_fwd(q0: int, cfg: AttentionConfig, rolled: bool) -> Passes:
     chunks, passes, vk = _fast_shape(cfg.head_dim)
-    score = _score_tile(chunks, _family(cfg.head_dim) in SCORES_WRITTEN_OUT["forward"])
+    score = _score_tile(chunks, _written_out("forward", cfg.head_dim, rolled))
     kb, ke = key_range(q0, min(q0 + FAST_ROWS, cfg.seq_q) - 1, cfg)
     tiles = [score.then(_pv_tile(cfg.seq_k - k0, passes, vk)) for k0 in range(kb, ke, FAST_ROWS)]
     return _loop(tiles, score.then(_pv_tile(FAST_ROWS, passes, vk)))
@@ -251,7 +265,13 @@ _KEY_PASSES = {
 
 
 def _fast_key_pass(
-    entry: str, slot: int, slots: int, cfg: AttentionConfig, part: int = 0, parts: int = 1
+    entry: str,
+    slot: int,
+    slots: int,
+    cfg: AttentionConfig,
+    part: int = 0,
+    parts: int = 1,
+    rolled: bool = False,
 ) -> Passes:
     """ffb_key_tiles of workgroup `slot` of `slots`, part `part` of `parts` of each key tile:
     key tiles slot, 2 slots - 1 - slot, ...; of each, for every head of the group, the query
@@ -261,7 +281,7 @@ def _fast_key_pass(
     tiles either way."""
     chunks, passes, vk = _fast_shape(cfg.head_dim)
     scores, pv_q, pv_k = _KEY_PASSES[entry]
-    score = _score_tile(chunks, _family(cfg.head_dim) in SCORES_WRITTEN_OUT["backward"])
+    score = _score_tile(chunks, _written_out("backward", cfg.head_dim, rolled))
 
     def query_tile(query_rows: int, key_rows: Passes) -> Passes:
         out = NOTHING
@@ -291,9 +311,12 @@ def _fast_key_pass(
     return _loop(rounds, head_loop)
 
 
-def fast_counts(cfg: AttentionConfig, kv_parts: int | None = None) -> dict[str, int]:
+def fast_counts(
+    cfg: AttentionConfig, kv_parts: int | None = None, rolled: bool = False
+) -> dict[str, int]:
     """The largest count (`needed`) over the workgroups of each fast entry point's
-    dispatch, with the parts per key tile the runner chooses (Variant.kv_parts) or `kv_parts`."""
+    dispatch, with the parts per key tile the runner chooses (Variant.kv_parts) or `kv_parts`,
+    and the score steps written out or, where `rolled`, kept loops (FF_ROLLED)."""
     chosen = FAST.for_head_dim(cfg.head_dim)
     try:
         band = chosen.dq_band_rows(cfg, LAVAPIPE_BINDING_CAP)
@@ -306,14 +329,15 @@ def fast_counts(cfg: AttentionConfig, kv_parts: int | None = None) -> dict[str, 
         for _, len_q, _, len_k in cfg.sequences():
             if len_q and len_k:
                 one = cfg.dense_sequence(len_q, len_k)
-                for entry, c in _fast_dense_counts(one, slots, parts, chosen, band).items():
+                counts = _fast_dense_counts(one, slots, parts, chosen, band, rolled)
+                for entry, c in counts.items():
                     out[entry] = max(out.get(entry, 0), c)
         return out
-    return _fast_dense_counts(cfg, slots, parts, chosen, band)
+    return _fast_dense_counts(cfg, slots, parts, chosen, band, rolled)
 
 
 def _fast_dense_counts(
-    cfg: AttentionConfig, slots: int, parts: int, chosen: Variant, band: int = 0
+    cfg: AttentionConfig, slots: int, parts: int, chosen: Variant, band: int, rolled: bool
 ) -> dict[str, int]:
     tiles = _cdiv(cfg.seq_k, FAST_ROWS)
     if band:  # the key tiles a row sees: left + right + 1 keys, over one more tile at most
@@ -322,7 +346,9 @@ def _fast_dense_counts(
     else:
         sums = slots
     out = {
-        "fa2f_fwd": max(needed(_fast_fwd(q0, cfg)) for q0 in range(0, cfg.seq_q, FAST_ROWS)),
+        "fa2f_fwd": max(
+            needed(_fast_fwd(q0, cfg, rolled)) for q0 in range(0, cfg.seq_q, FAST_ROWS)
+        ),
         "fa2f_bwd_pre": needed(_loop([NOTHING] * _cdiv(cfg.head_dim, 4))),  # over head_dim
         "fa2f_bwd_dq_sum": needed(_loop([NOTHING] * sums)),  # the partial sums (band: tiles)
         "fa2f_bwd_kv_sum": needed(_loop([NOTHING] * (parts - 1))),  # the copies of dK, dV
@@ -333,7 +359,7 @@ def _fast_dense_counts(
         # the dV pass (rows seq_k) takes one key tile per workgroup; the others, a slot's
         n = tiles if kernel.rows == "seq_k" else slots
         out[kernel.entry_point] = max(
-            needed(_fast_key_pass(kernel.entry_point, s, n, cfg, p, parts))
+            needed(_fast_key_pass(kernel.entry_point, s, n, cfg, p, parts, rolled))
             for s in range(n)
             for p in range(parts)
         )
@@ -341,21 +367,29 @@ def _fast_dense_counts(
 
 
 def loop_counts(
-    variant: str, cfg: AttentionConfig, lanes: int = 8, kv_parts: int | None = None
+    variant: str,
+    cfg: AttentionConfig,
+    lanes: int = 8,
+    kv_parts: int | None = None,
+    rolled: bool = False,
 ) -> dict[str, int]:
     """Each entry point's largest count per SIMD vector of `lanes`; {} for a variant this
     model does not know. kv_parts: the fast backward's parts per key tile, if not the
-    runner's choice."""
+    runner's choice; rolled: whether the runner keeps the fast GEMMs' steps as loops
+    (`rolled_loops` of the adapter)."""
     if variant == "seed":
         return seed_counts(cfg, lanes)
     if variant == "fast":
-        return fast_counts(cfg, kv_parts)
+        return fast_counts(cfg, kv_parts, rolled)
     return {}
 
 
-def over_budget(variant: str, cfg: AttentionConfig, lanes: int = 8) -> dict[str, int]:
+def over_budget(
+    variant: str, cfg: AttentionConfig, lanes: int = 8, rolled: bool = False
+) -> dict[str, int]:
     """The entry points whose count passes the budget (their results are cut short)."""
-    return {e: c for e, c in loop_counts(variant, cfg, lanes).items() if c > OK_LIMIT}
+    counts = loop_counts(variant, cfg, lanes, rolled=rolled)
+    return {e: c for e, c in counts.items() if c > OK_LIMIT}
 
 
 def lanes_of(adapter: str) -> int:

@@ -41,6 +41,17 @@ def _fast(name: str, file: str, old: str, new: str, occurrence: int = 1) -> Muta
     return Mutant(f"fast-{name}", file, old, new, occurrence, variant="fast")
 
 
+def _written_out(name: str, condition: str, steps: list[str], slip: str) -> Mutant:
+    """A slip in a listing of written-out steps (fa2_fast_common.wgsl) that FF_ROLLED keeps
+    loops on the CPU drivers: one edit from the listing's condition, without the override,
+    through its `steps` (one per line), the last of them replaced by `slip`, so that every
+    runtime runs the slipped listing."""
+    lines = [f"\n        {step}" for step in steps]
+    old = condition + "".join(lines)
+    new = condition.replace("!FF_ROLLED && ", "") + "".join(lines[:-1]) + f"\n        {slip}"
+    return _fast(name, FAST_COMMON, old, new)
+
+
 def _keep(bits: int) -> str:
     """The u32 mask that keeps a float32's sign, exponent and first `bits` mantissa bits."""
     return f"{~((1 << (23 - bits)) - 1) & 0xFFFFFFFF:#x}u"
@@ -241,19 +252,20 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         "ff_smem[j + 3u * FF_VS], ff_smem[j + 2u * FF_VS]",
     ),
     _fast("pv-hi-reads-lo", FAST_COMMON, "ff_staged_rows4(j + 16u)", "ff_staged_rows4(j)"),
-    # the written-out steps GPUs and lavapipe run (SwiftShader keeps the loops: FF_ROLLED,
-    # and tests/test_kernel_forms.py compares the two forms there): a score step taken
-    # twice and the next one never; the second GEMM's first four rows twice, the next never
-    _fast(
+    # the written-out steps GPUs run: a score step taken twice and the next one never; the
+    # second GEMM's first four rows twice, the next never. The CPU drivers keep the loops
+    # (FF_ROLLED; tests/test_kernel_forms.py compares the two forms there), so each edit also
+    # drops the override from its condition: the listing it plants is then live everywhere
+    _written_out(
         "scores-step-repeated",
-        FAST_COMMON,
-        "s = ff_scores_step(s, t, 6u);",
+        "if (!FF_ROLLED && FF_UNROLL_SCORES) {",
+        [f"s = ff_scores_step(s, t, {i}u);" for i in range(7)],
         "s = ff_scores_step(s, t, 5u);",
     ),
-    _fast(
+    _written_out(
         "pv-step-repeated",
-        FAST_COMMON,
-        "o = ff_pv_rows4(t, o, r0, halves, 4u);",
+        "if (!FF_ROLLED && FF_UNROLL_PV) {",
+        ["o = ff_pv_rows4(t, o, r0, halves, 0u);", "o = ff_pv_rows4(t, o, r0, halves, 4u);"],
         "o = ff_pv_rows4(t, o, r0, halves, 0u);",
     ),
     # GQA
