@@ -502,8 +502,8 @@ fn ff_scores_step(s: mat4x4<f32>, t: vec2<u32>, c: u32) -> mat4x4<f32> {
 }
 // The GEMMs' inner loops kept as loops even where the pass's file writes them out (a
 // pipeline-overridable constant, set by the host on the CPU drivers: Kernel.rolled_loops).
-// SwiftShader compiles and runs the loops in 6-17 % less time, lavapipe compiles them in
-// less (13-23 % off the planted bugs on a new machine); GPUs run the written-out steps faster.
+// SwiftShader compiles and runs the loops in 6-17 % less time; lavapipe compiles them faster
+// (13-23 % off wgpu's planted bugs on a new machine); GPUs run the written-out steps faster.
 override FF_ROLLED: bool = false;
 // S block += A rows . B rows over the staged chunk (FF_KC / 4 = 8 steps). Written out step
 // by step where the pass's file sets FF_UNROLL_SCORES (WGSL has no unroll hint): with
