@@ -72,9 +72,7 @@ async def _forms_report(impl: str) -> list[dict[str, Any]]:
             Kernel.constants = constants  # type: ignore[method-assign]
         report.append(
             {
-                "constants": sorted(asked)
-                if made in {(k[1], k[3]) for k in dev._pipelines}
-                else None,
+                "constants": sorted(asked) if made in dev.compiled() else None,
                 "same bits": chosen == defaults,
             }
         )

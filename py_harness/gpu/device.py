@@ -360,6 +360,11 @@ class Device(ABC):
             )
         return self._pipelines[key]
 
+    def compiled(self) -> set[tuple[str, tuple[tuple[str, float], ...]]]:
+        """(entry point, sorted constants) of every pipeline compiled on this device: which
+        forms of a kernel a run asked for (tests/test_kernel_forms.py)."""
+        return {(entry_point, constants) for _, entry_point, _, constants in self._pipelines}
+
     @abstractmethod
     def create_bind_group(self, pipeline: Pipeline, entries: dict[int, Buffer]) -> Any: ...
 

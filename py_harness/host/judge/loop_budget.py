@@ -216,12 +216,16 @@ def _score_tile(chunks: int, unrolled: bool) -> Passes:
     return _loop([steps] * chunks, steps)
 
 
-def _pv_tile(rows_left: int, passes: int, vk: int) -> Passes:
+def _pv_tile(rows_left: int, passes: int, vk: int, rolled: bool) -> Passes:
     """ff_pv_tile over an operand with rows_left >= 1 rows: passes of 2 vk rows, with a
-    `break` at the top of a pass past the rows and one between its two halves (ff_pv_step's
-    loop of FF_VK / 4 small steps is unrolled by the compiler, or written out)."""
+    `break` at the top of a pass past the rows and one between its two halves, each half
+    ff_pv_step's FF_VK / 4 steps: written out, or a loop the compiler unrolls, or where
+    `rolled` a loop of its own (ff_trips hides its count from the compiler)."""
     halves = min(_cdiv(min(rows_left, FAST_ROWS), vk), 2 * passes)
-    return _loop([NOTHING] * _cdiv(halves, 2), exits=halves % 2 == 0)
+    step = _loop([NOTHING] * (vk // 4)) if rolled else NOTHING
+    both = step.then(step)
+    bodies = [both] * (halves // 2) + [step] * (halves % 2)
+    return _loop(bodies, both, exits=halves % 2 == 0)
 
 
 # Which of the fast variant's passes write ff_scores_chunk's steps out (FF_UNROLL_SCORES in
@@ -251,8 +255,10 @@ def _fast_fwd(q0: int, cfg: AttentionConfig, rolled: bool) -> Passes:
     chunks, passes, vk = _fast_shape(cfg.head_dim)
     score = _score_tile(chunks, _written_out("forward", cfg.head_dim, rolled))
     kb, ke = key_range(q0, min(q0 + FAST_ROWS, cfg.seq_q) - 1, cfg)
-    tiles = [score.then(_pv_tile(cfg.seq_k - k0, passes, vk)) for k0 in range(kb, ke, FAST_ROWS)]
-    return _loop(tiles, score.then(_pv_tile(FAST_ROWS, passes, vk)))
+    tiles = [
+        score.then(_pv_tile(cfg.seq_k - k0, passes, vk, rolled)) for k0 in range(kb, ke, FAST_ROWS)
+    ]
+    return _loop(tiles, score.then(_pv_tile(FAST_ROWS, passes, vk, rolled)))
 
 
 # Per key-tile pass: which GEMMs one query tile runs (score tiles, pv tiles over Q/dO rows,
@@ -285,11 +291,12 @@ def _fast_key_pass(
 
     def query_tile(query_rows: int, key_rows: Passes) -> Passes:
         out = NOTHING
-        for p in [score] * scores + [_pv_tile(query_rows, passes, vk)] * pv_q + [key_rows] * pv_k:
+        pv = _pv_tile(query_rows, passes, vk, rolled)
+        for p in [score] * scores + [pv] * pv_q + [key_rows] * pv_k:
             out = out.then(p)
         return out
 
-    full = query_tile(FAST_ROWS, _pv_tile(FAST_ROWS, passes, vk))  # the bodies' shape
+    full = query_tile(FAST_ROWS, _pv_tile(FAST_ROWS, passes, vk, rolled))  # the bodies' shape
     query_loop = _loop([], full)  # reached with no lane active: each loop once
     head_loop = _loop([], query_loop)
     group = cfg.num_heads // cfg.kv_heads
@@ -299,7 +306,7 @@ def _fast_key_pass(
         k0 = (rnd * slots + (slots - 1 - slot if rnd & 1 else slot)) * FAST_ROWS
         if k0 >= cfg.seq_k:  # leaves the loop as its exiting pass would
             break
-        key_rows = _pv_tile(cfg.seq_k - k0, passes, vk)
+        key_rows = _pv_tile(cfg.seq_k - k0, passes, vk, rolled)
         qb, qe = query_range(k0, min(k0 + FAST_ROWS, cfg.seq_k) - 1, cfg)
         j = qb // FAST_ROWS  # the aligned tile holding the range's start
         heads = []

@@ -268,6 +268,15 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         ["o = ff_pv_rows4(t, o, r0, halves, 0u);", "o = ff_pv_rows4(t, o, r0, halves, 4u);"],
         "o = ff_pv_rows4(t, o, r0, halves, 0u);",
     ),
+    # ... and the loops' bound that hides their count from lavapipe's compiler (ff_trips)
+    # taken as head_dim: short of FF_VK where head_dim is, so rows of V are left out. The
+    # override dropped as above: the backward's P V steps are this loop everywhere.
+    _fast(
+        "trips-head-dim",
+        FAST_COMMON,
+        "if (FF_ROLLED) { return min(n, fa2_params.head_dim + n); }",
+        "return min(n, fa2_params.head_dim);",
+    ),
     # GQA
     _fast(
         "gqa-head",
@@ -1086,6 +1095,7 @@ FIRST_CATCH: dict[str, str] = {
     "fast-pv-hi-reads-lo": "d128-sq128-sk217-h4-win32",
     "fast-scores-step-repeated": "d64-sq128-sk128-b2-h4",
     "fast-pv-step-repeated": "d64-sq128-sk128-b2-h4",
+    "fast-trips-head-dim": "d1-sq17-sk17-h4",
     "fast-gqa-head": "d59-sq113-sk203-gqa6x2-causal",
     "fast-bwd-gqa-head": "d59-sq113-sk203-gqa6x2-causal",
     "fast-dkdv-sum-one-head": "d59-sq113-sk203-gqa6x2-causal",
