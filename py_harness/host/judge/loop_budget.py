@@ -30,6 +30,7 @@ that changes a kernel's loops shows there.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -221,7 +222,12 @@ def _pv_tile(rows_left: int, passes: int, vk: int, rolled: bool) -> Passes:
     `break` at the top of a pass past the rows and one between its two halves, each half
     ff_pv_step's FF_VK / 4 steps: written out, or a loop the compiler unrolls, or where
     `rolled` a loop of its own (ff_trips hides its count from the compiler)."""
-    halves = min(_cdiv(min(rows_left, FAST_ROWS), vk), 2 * passes)
+    return _pv_tile_of(min(rows_left, FAST_ROWS), passes, vk, rolled)
+
+
+@functools.cache  # a few shapes, asked for millions of times over a long sequence's tiles
+def _pv_tile_of(rows: int, passes: int, vk: int, rolled: bool) -> Passes:
+    halves = min(_cdiv(rows, vk), 2 * passes)
     step = _loop([NOTHING] * (vk // 4)) if rolled else NOTHING
     both = step.then(step)
     bodies = [both] * (halves // 2) + [step] * (halves % 2)
@@ -289,12 +295,16 @@ def _fast_key_pass(
     scores, pv_q, pv_k = _KEY_PASSES[entry]
     score = _score_tile(chunks, _written_out("backward", cfg.head_dim, rolled))
 
-    def query_tile(query_rows: int, key_rows: Passes) -> Passes:
+    @functools.cache  # one per (rows of a last or whole tile, key rows)
+    def query_tile_of(query_rows: int, key_rows: Passes) -> Passes:
         out = NOTHING
         pv = _pv_tile(query_rows, passes, vk, rolled)
         for p in [score] * scores + [pv] * pv_q + [key_rows] * pv_k:
             out = out.then(p)
         return out
+
+    def query_tile(query_rows: int, key_rows: Passes) -> Passes:
+        return query_tile_of(min(query_rows, FAST_ROWS), key_rows)
 
     full = query_tile(FAST_ROWS, _pv_tile(FAST_ROWS, passes, vk, rolled))  # the bodies' shape
     query_loop = _loop([], full)  # reached with no lane active: each loop once
