@@ -12,17 +12,19 @@ from typing import Any
 
 import pytest
 
-from py_harness.host.runtimes.registry import dawn_environment, runtime
+from py_harness.host.runtimes.registry import dawn_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# The native implementations, for @pytest.mark.parametrize("impl", NATIVE): each skipped,
+# with its runtime's reason, where it is not installed (the plugin's needs_runtime).
+NATIVE = [pytest.param(name, marks=pytest.mark.needs_runtime(name)) for name in ("wgpu", "dawn")]
+
+
 def child_report(impl: str, module: str, function: str, timeout: int = 300) -> Any:
-    """`asyncio.run(module.function(impl))` in a child process, its JSON result; skips the
-    test where the runtime is missing."""
-    why = runtime(impl).missing()
-    if why:
-        pytest.skip(why)
+    """`asyncio.run(module.function(impl))` in a child process, its JSON result (the test
+    parametrized over NATIVE)."""
     code = (
         f"import asyncio, json; from {module} import {function}; "
         f"print(json.dumps(asyncio.run({function}({impl!r}))))"

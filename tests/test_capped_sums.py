@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from py_harness.host.judge.cases import Case, varlen
-from tests.native_child import child_report
+from tests.native_child import NATIVE, child_report
 
 # (case, the split it must run in: dq_slots, kv_parts, dq_band_rows)
 CASES = [
@@ -71,7 +71,7 @@ async def _capped_report(impl: str) -> list[dict]:
     return report
 
 
-@pytest.mark.parametrize("impl", ["wgpu", "dawn"])
+@pytest.mark.parametrize("impl", NATIVE)
 def test_parts_make_up_for_capped_sums(impl: str) -> None:
     report = child_report(impl, "tests.test_capped_sums", "_capped_report")
     want = [{"split": list(split), "failed": []} for _, split in CASES]

@@ -23,7 +23,7 @@ from py_harness.host.wire import decode_outputs, encode_tensors, run_on, tensor_
 from py_harness.kernels import variant
 from py_harness.service import HarnessService
 from tests.fakes import NoGPUWorkDevice, own_thread
-from tests.native_child import child_report
+from tests.native_child import NATIVE, child_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -168,7 +168,7 @@ async def _reuse_report(impl: str) -> dict[str, bool]:
     }
 
 
-@pytest.mark.parametrize("impl", ["wgpu", "dawn"])
+@pytest.mark.parametrize("impl", NATIVE)
 def test_reused_buffers_give_the_bits_of_new_ones(impl: str) -> None:
     report = child_report(impl, "tests.test_host_path", "_reuse_report")
     assert report == dict.fromkeys(

@@ -13,7 +13,7 @@ import pytest
 
 from py_harness.config import AttentionConfig
 from py_harness.kernels import ROLLED, WHOLE
-from tests.native_child import child_report
+from tests.native_child import NATIVE, child_report
 
 # Whole tiles of 64 with what moves the tiles a pass walks, in each tile family.
 CONFIGS = [
@@ -80,7 +80,7 @@ async def _forms_report(impl: str) -> list[dict[str, Any]]:
     return report
 
 
-@pytest.mark.parametrize("impl", ["wgpu", "dawn"])
+@pytest.mark.parametrize("impl", NATIVE)
 def test_whole_tiles_and_rolled_loops_give_the_bits_of_the_default_forms(impl: str) -> None:
     report = child_report(impl, "tests.test_kernel_forms", "_forms_report", timeout=600)
     # the CPU drivers here (lavapipe through wgpu, SwiftShader through Dawn) run the loops,

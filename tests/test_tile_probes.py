@@ -9,16 +9,14 @@ import asyncio
 import numpy as np
 import pytest
 
-from py_harness.host.runtimes.registry import runtime
 from tests.fakes import own_thread, script_module
+
+pytestmark = pytest.mark.needs_runtime("wgpu")
 
 
 @pytest.fixture
 def request_wgpu():
-    """native.request_device, where wgpu runs here."""
-    why = runtime("wgpu").missing()
-    if why:
-        pytest.skip(why)
+    """native.request_device (imported once wgpu is known to run here: needs_runtime)."""
     from py_harness.gpu.native import request_device
 
     return request_device
