@@ -268,9 +268,10 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
         ["o = ff_pv_rows4(t, o, r0, halves, 0u);", "o = ff_pv_rows4(t, o, r0, halves, 4u);"],
         "o = ff_pv_rows4(t, o, r0, halves, 0u);",
     ),
-    # ... and the loops' bound that hides their count from lavapipe's compiler (ff_trips)
-    # taken as head_dim: short of FF_VK where head_dim is, so rows of V are left out. The
-    # override dropped as above: the backward's P V steps are this loop everywhere.
+    # ... and the bound that hides the P V steps' count from lavapipe's compiler (ff_trips)
+    # taken as head_dim: fewer steps than FF_VK / 4 where head_dim <= FF_VK - 4, so staged rows
+    # are left out. The override dropped as above: the backward's steps are this loop on
+    # every adapter.
     _fast(
         "trips-head-dim",
         FAST_COMMON,
