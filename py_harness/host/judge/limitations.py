@@ -228,9 +228,10 @@ LAVAPIPE_LOOPS = Limitation(
         "probes.py: a loop of 70,000 passes runs 65,535; nested loops share the budget "
         "exactly as counted. The count model's break points equal the measured ones in "
         "40 bisections of the seed's kernels (e.g. the forward at head_dim 64 is right up "
-        "to 1743 keys, wrong from 1744) and 7 of the fast variant's (its dK/dQ pass at "
-        "head_dim 128 over 64 keys: right up to 199,688 queries with its score steps written "
-        "out, 44,096 with them a loop, as wgpu-py runs them); SwiftShader runs every pass"
+        "to 1743 keys, wrong from 1744) and in every one of the fast variant's (its dK/dQ "
+        "pass at head_dim 128 over 64 keys: right up to 199,688 queries with its score "
+        "steps written out, 28,496 with them and its P V steps loops, as wgpu-py runs "
+        "them); SwiftShader runs every pass"
     ),
     covers=_loop_budget_covers,
     reproduce=_loop_budget_reproduces,
