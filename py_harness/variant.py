@@ -187,11 +187,10 @@ class Kernel:
     # inner loops that GPUs get written out stay loops. SwiftShader compiles and runs the
     # loops in 6-17 % less time (the fast variant's matrix on Chromium and Node: 140-155 s
     # against 185 s), wgpu's planted bugs on lavapipe's empty shader cache take 13-23 %
-    # less (docs/scaling.md);
-    # GPUs take up to 15 % longer with them (docs/results-h200.md). The same calls in the
-    # same order, so the same bits (tests/test_kernel_forms.py). lavapipe's loop limiter
-    # counts every pass of a loop, so the form moves the sizes it can run there
-    # (judge/loop_budget.py counts either).
+    # less (docs/scaling.md); GPUs take up to 15 % longer with them (docs/results-h200.md).
+    # The same calls in the same order, so the same bits (tests/test_kernel_forms.py).
+    # lavapipe's loop limiter counts every pass of a loop, so the form moves the sizes it
+    # can run there (judge/loop_budget.py counts either).
     rolled_loops: str = ""
 
     def __post_init__(self) -> None:
