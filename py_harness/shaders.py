@@ -9,6 +9,7 @@ are mapped back from module lines to file:line:column.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -33,6 +34,18 @@ class ShaderModuleSource:
         (hashing six of the fast variant's modules again took 0.3 ms on the 2-core machine)."""
         return hashlib.sha256(self.code.encode()).hexdigest()
 
+    def entry_digest(self, entry_point: str) -> str:
+        """sha256 of the code without the functions that entry_point never calls: a pipeline
+        cache key under which modules that differ only in code the entry point cannot reach
+        share one pipeline (a planted bug in a backward helper leaves the forward's as it
+        was, and a driver's compile is the costliest part of a case on a CPU adapter). The
+        code without its functions stays whole (constants, overrides, structs, variables).
+        Where the code has block comments it is the digest of the whole code."""
+        key = (self.digest, entry_point)
+        if key not in _ENTRY_DIGESTS:
+            _ENTRY_DIGESTS[key] = _reachable_digest(self.code, entry_point) or self.digest
+        return _ENTRY_DIGESTS[key]
+
     def locate(self, line: int) -> tuple[str, int]:
         """Module line (1-based) -> (file name, line in that file)."""
         start = 1
@@ -42,6 +55,68 @@ class ShaderModuleSource:
                 return name, line - start + 1
             start += n
         return self.parts[-1][0], line - start + 1
+
+
+_ENTRY_DIGESTS: dict[tuple[str, str], str] = {}
+_LINE_COMMENT = re.compile(r"//[^\n]*")
+_FN_NAME = re.compile(r"\bfn\s+(\w+)\s*\(")
+_BRACES = re.compile(r"[{}]")
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _reachable_digest(code: str, entry_point: str) -> str | None:
+    """entry_digest's hash (None: see functions_reached)."""
+    found = functions_reached(code, entry_point)
+    if found is None:
+        return None
+    code, spans, reached = found
+    kept, at = [], 0
+    for fn, (start, end) in sorted(spans.items(), key=lambda item: item[1]):
+        if fn not in reached:
+            kept.append(code[at:start])
+            at = end
+    kept.append(code[at:])
+    return hashlib.sha256("".join(kept).encode()).hexdigest()
+
+
+def functions_reached(
+    code: str, entry_point: str
+) -> tuple[str, dict[str, tuple[int, int]], set[str]] | None:
+    """(the code without its line comments, where each top-level function is in it, the
+    functions entry_point calls, itself and transitively), or None where the code is
+    outside what this reads safely: block comments (which may nest), or no function named
+    entry_point. WGSL has no strings or function pointers, so a call is a function's name in
+    a body; any identifier that names a function counts as a call (a local of that name
+    keeps the function: the safe side)."""
+    if "/*" in code:
+        return None
+    code = _LINE_COMMENT.sub("", code)
+    spans: dict[str, tuple[int, int]] = {}  # name -> (start of `fn`, end of its body)
+    depth, fn_at, name = 0, -1, ""
+    starts = {m.start(): m[1] for m in _FN_NAME.finditer(code)}
+    braces = [(m.start(), m[0]) for m in _BRACES.finditer(code)]
+    for at, mark in sorted([(i, "fn") for i in starts] + braces):
+        if mark == "fn":
+            if depth == 0:
+                fn_at, name = at, starts[at]
+        elif mark == "{":
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0 and fn_at >= 0:
+                spans[name] = (fn_at, at + 1)
+                fn_at = -1
+    if entry_point not in spans:
+        return None
+    todo, reached = [entry_point], set()
+    while todo:
+        fn = todo.pop()
+        if fn in reached:
+            continue
+        reached.add(fn)
+        start, end = spans[fn]
+        todo.extend(set(_IDENT.findall(code, start, end)) & spans.keys())
+    return code, spans, reached
 
 
 def compose(label: str, files: tuple[str, ...], sources: dict[str, str]) -> ShaderModuleSource:

@@ -350,10 +350,15 @@ class Device(ABC):
         layout: Layout,
         constants: Constants | None = None,
     ) -> Pipeline:
-        """The pipeline for (module code, entry point, layout, constants), compiled once per
-        device."""
+        """The pipeline for (the module's code that the entry point reaches, entry point,
+        layout, constants), compiled once per device (ShaderModuleSource.entry_digest)."""
         constants = constants or {}
-        key = (module.digest, entry_point, layout, tuple(sorted(constants.items())))
+        key = (
+            module.entry_digest(entry_point),
+            entry_point,
+            layout,
+            tuple(sorted(constants.items())),
+        )
         if key not in self._pipelines:
             self._pipelines[key] = await self._create_pipeline(
                 module, entry_point, layout, constants
