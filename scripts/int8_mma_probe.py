@@ -1,0 +1,535 @@
+"""What the tensor cores give WGSL through Dawn's int8 subgroup matrices, and what a float32
+GEMM emulated on them (the Ozaki scheme) costs and keeps.
+
+WGSL's only way to the tensor cores is Dawn's experimental `chromium_experimental_subgroup_matrix`
+extension (behind the `allow_unsafe_apis` toggle); on the H100 and H200 it offers 8-bit
+configurations only (i8/u8 inputs, i32/u32 results: M 16, N 16 or 8, K 32), no f16 or f32
+(docs/runtimes.md). An integer product is exact, so a float32 GEMM can be rebuilt from
+several int8 ones (Ozaki et al.): each row of A (and of B, for C = A B^T) is scaled by a
+power of two to below 1 and cut into S slices of 7 bits, q_0 2^-6 + q_1 2^-13 + ... with
+integers |q| <= 64; then C = 2^(ea + eb) * sum over slice pairs (i, j) of 2^(-12 - 7 (i + j))
+(Q_i Q'_j^T), each Q_i Q'_j^T exact in int32. Pairs with i + j >= S fall below the slices'
+own rounding and are left out, and the pairs of one i + j share one int32 accumulator (same
+scale, exact sum): S (S + 1) / 2 int8 products per float32 product, S accumulators. S = 4
+keeps 28 bits of each row's largest element, more than float32's 24.
+
+    python3 scripts/int8_mma_probe.py [--size 4096] [--runs 10] [--check-size 256]
+                                      [--pipe-only | --gemm-only]
+
+Prints the adapter's subgroup-matrix configurations; the MMA pipe's rate alone (fragments
+loaded once, multiplied 4096 times); per int8 GEMM configuration (fragments loaded from the
+storage buffers row by row, from a layout packed fragment by fragment, or staged through
+workgroup memory), its result against NumPy's exact product at the check size and its rate
+at the timed size; then the emulated float32 GEMM for S = 3 and 4: its error against
+float64 beside float32's own (NumPy's sgemm), and the time of its passes (slicing A and B,
+the int8 products, combining). Dawn only; a GPU with the feature (not a CPU driver). What it
+found on an H100: docs/results-h200.md.
+
+What this Dawn (wgpudawn 0.32.0.4) needs, found by this probe: a fragment's offset and
+stride count the array's i32 elements (four int8 each), not int8 elements; and they must be
+uniform, which `local_invocation_index` is not, so every workgroup here is one subgroup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from dataclasses import dataclass
+
+import numpy as np
+
+from py_harness.gpu import native
+from py_harness.gpu.device import ComputePass, Device, device_limits
+from py_harness.host.arg_types import positive_int
+from py_harness.shaders import ShaderModuleSource
+from py_harness.timing import TimingPlan, time_passes
+
+FEATURE = "chromium-experimental-subgroup-matrix"
+FRAG_M, FRAG_N, FRAG_K = 16, 16, 32  # the i8 configuration the H200 offers
+HEADER = "enable chromium_experimental_subgroup_matrix;\nenable subgroups;\n"
+WORKGROUP = 32  # one subgroup: its fragments' offsets must be uniform, so no lid in them
+
+
+@dataclass(frozen=True)
+class Mma:
+    """A workgroup (one subgroup) computes TM x TN fragments of 16 x 16, in K steps of 32 (KS
+    of them per staged chunk where `staged`)."""
+
+    tm: int
+    tn: int
+    staged: bool = False
+    ks: int = 2
+    packed: bool = False  # A and B stored fragment by fragment (512 contiguous bytes each)
+
+    @property
+    def bm(self) -> int:
+        return self.tm * FRAG_M
+
+    @property
+    def bn(self) -> int:
+        return self.tn * FRAG_N
+
+    def workgroup_bytes(self, slices: int = 1) -> int:
+        return slices * (self.bm + self.bn) * (self.ks * FRAG_K + 16) if self.staged else 0
+
+    def __str__(self) -> str:
+        where = f"staged {self.ks * FRAG_K}" if self.staged else "from storage"
+        where += ", packed" if self.packed else ""
+        return f"{self.tm}x{self.tn} frags, {self.bm}x{self.bn} tile, {where}"
+
+
+def _left(src: str, off: str, stride: str) -> str:
+    """A's fragment at int8 offset `off`, rows `stride` int8 apart (both multiples of 4: the
+    load counts i32 elements)."""
+    return (
+        f"subgroupMatrixLoad<subgroup_matrix_left<i8, {FRAG_K}, {FRAG_M}>, row_major>"
+        f"(&{src}, ({off}) / 4u, ({stride}) / 4u)"
+    )
+
+
+def _right(src: str, off: str, stride: str) -> str:
+    # B is N x K row-major: B^T (K x N) column-major.
+    return (
+        f"subgroupMatrixLoad<subgroup_matrix_right<i8, {FRAG_N}, {FRAG_K}>, col_major>"
+        f"(&{src}, ({off}) / 4u, ({stride}) / 4u)"
+    )
+
+
+def mma_wgsl(t: Mma, slices: int = 1) -> str:
+    """C_t (i32, M x N, one per t < slices) = sum over i + j = t of A_i B_j^T: A_i are the
+    slices' M x K int8 matrices (slice i at i * M * K bytes), B_j N x K. slices = 1: the
+    plain int8 GEMM. Dispatch (N / BN, M / BM)."""
+    s = slices
+    acc = [[[f"acc{t_}_{i}_{j}" for j in range(t.tn)] for i in range(t.tm)] for t_ in range(s)]
+    lines = [
+        HEADER,
+        "@group(0) @binding(0) var<storage, read> a: array<i32>;",
+        "@group(0) @binding(1) var<storage, read> b: array<i32>;",
+        "@group(0) @binding(2) var<storage, read_write> c: array<i32>;",
+        "@group(0) @binding(3) var<storage, read> dims: vec4<u32>;  // M, N, K",
+    ]
+    if t.staged:
+        chunk = t.ks * FRAG_K
+        pitch = chunk + 16  # bytes per staged row: 16 more against bank conflicts
+        lines += [
+            f"const CHUNK = {chunk}u;",
+            f"const PITCH = {pitch}u;",
+            f"var<workgroup> sa: array<i32, {s * t.bm * pitch // 4}>;",
+            f"var<workgroup> sb: array<i32, {s * t.bn * pitch // 4}>;",
+        ]
+    lines += [
+        f"@compute @workgroup_size({WORKGROUP})",
+        "fn main(@builtin(workgroup_id) wg: vec3<u32>,",
+        "        @builtin(local_invocation_index) lid: u32) {",
+        "    let m = dims.x; let n = dims.y; let k = dims.z;",
+        f"    let row0 = wg.y * {t.bm}u;",
+        f"    let col0 = wg.x * {t.bn}u;",
+    ]
+    for row in acc:
+        for names in row:
+            for name in names:
+                lines.append(f"    var {name} = subgroup_matrix_result<i32, {FRAG_N}, {FRAG_M}>();")
+    if t.staged:
+        # each workgroup row of CHUNK bytes is CHUNK / 16 vec4<i32>-sized pieces
+        lines += [
+            "    for (var k0 = 0u; k0 < k; k0 += CHUNK) {",
+            "        workgroupBarrier();",
+        ]
+        per_row = t.ks * FRAG_K // 4  # i32 words of a staged row
+        for name, rows, base in (("a", t.bm, f"wg.y * {t.bm}u"), ("b", t.bn, f"wg.x * {t.bn}u")):
+            words = rows * per_row  # per slice
+            lines += [
+                f"        for (var w = lid; w < {s * words}u; w += {WORKGROUP}u) {{",
+                f"            let sl = w / {words}u; let r = (w % {words}u) / {per_row}u;",
+                f"            let q = w % {per_row}u;",
+                f"            let src = sl * ({'m' if name == 'a' else 'n'} * k / 4u)"
+                f" + ({base} + r) * (k / 4u) + k0 / 4u + q;",
+                f"            s{name}[(sl * {rows}u + r) * (PITCH / 4u) + q] = {name}[src];",
+                "        }",
+            ]
+        lines.append("        workgroupBarrier();")
+        lines.append(f"        for (var kk = 0u; kk < CHUNK; kk += {FRAG_K}u) {{")
+        for i in range(t.tm):
+            for sl in range(s):
+                off = f"({sl * t.bm + i * FRAG_M}u) * PITCH + kk"
+                lines.append(f"            let l{sl}_{i} = {_left('sa', off, 'PITCH')};")
+        for j in range(t.tn):
+            for sl in range(s):
+                off = f"({sl * t.bn + j * FRAG_N}u) * PITCH + kk"
+                lines.append(f"            let r{sl}_{j} = {_right('sb', off, 'PITCH')};")
+        indent = "            "
+    elif t.packed:
+        lines.append(f"    for (var k0 = 0u; k0 < k; k0 += {FRAG_K}u) {{")
+        frag = FRAG_M * FRAG_K
+        for i in range(t.tm):
+            for sl in range(s):
+                off = f"(({sl}u * m + row0 + {i * FRAG_M}u) / 16u * (k / 32u) + k0 / 32u) * {frag}u"
+                lines.append(f"        let l{sl}_{i} = {_left('a', off, f'{FRAG_K}u')};")
+        for j in range(t.tn):
+            for sl in range(s):
+                off = f"(({sl}u * n + col0 + {j * FRAG_N}u) / 16u * (k / 32u) + k0 / 32u) * {frag}u"
+                lines.append(f"        let r{sl}_{j} = {_right('b', off, f'{FRAG_K}u')};")
+        indent = "        "
+    else:
+        lines.append(f"    for (var k0 = 0u; k0 < k; k0 += {FRAG_K}u) {{")
+        for i in range(t.tm):
+            for sl in range(s):
+                off = f"{sl}u * m * k + (row0 + {i * FRAG_M}u) * k + k0"
+                lines.append(f"        let l{sl}_{i} = {_left('a', off, 'k')};")
+        for j in range(t.tn):
+            for sl in range(s):
+                off = f"{sl}u * n * k + (col0 + {j * FRAG_N}u) * k + k0"
+                lines.append(f"        let r{sl}_{j} = {_right('b', off, 'k')};")
+        indent = "        "
+    for t_ in range(s):
+        for si in range(t_ + 1):
+            sj = t_ - si
+            for i in range(t.tm):
+                for j in range(t.tn):
+                    name = acc[t_][i][j]
+                    lines.append(
+                        f"{indent}{name} = subgroupMatrixMultiplyAccumulate("
+                        f"l{si}_{i}, r{sj}_{j}, {name});"
+                    )
+    if t.staged:
+        lines.append("        }")
+    lines.append("    }")
+    for t_ in range(s):
+        for i in range(t.tm):
+            for j in range(t.tn):
+                off = f"{t_}u * m * n + (row0 + {i * FRAG_M}u) * n + col0 + {j * FRAG_N}u"
+                lines.append(f"    subgroupMatrixStore<row_major>(&c, {off}, {acc[t_][i][j]}, n);")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def mma_only_wgsl(frags: int, steps: int) -> str:
+    """The MMA pipe alone: each subgroup loads `frags` left and right fragments once, then
+    multiplies and accumulates them `steps` times into frags x frags accumulators, and
+    stores the accumulators (which depend on every step). Dispatch (groups, 1, 1), on a
+    buffer of frags x 16 x 32 int8 each for A and B (the same for every workgroup)."""
+    lines = [
+        HEADER,
+        "@group(0) @binding(0) var<storage, read> a: array<i32>;",
+        "@group(0) @binding(1) var<storage, read> b: array<i32>;",
+        "@group(0) @binding(2) var<storage, read_write> c: array<i32>;",
+        "@group(0) @binding(3) var<storage, read> dims: vec4<u32>;",
+        f"@compute @workgroup_size({WORKGROUP})",
+        "fn main(@builtin(workgroup_id) wg: vec3<u32>) {",
+    ]
+    for i in range(frags):
+        lines.append(f"    let l{i} = {_left('a', f'{i * FRAG_M * FRAG_K}u', f'{FRAG_K}u')};")
+        lines.append(f"    let r{i} = {_right('b', f'{i * FRAG_N * FRAG_K}u', f'{FRAG_K}u')};")
+        for j in range(frags):
+            lines.append(f"    var acc{i}_{j} = subgroup_matrix_result<i32, {FRAG_N}, {FRAG_M}>();")
+    lines.append(f"    for (var s = 0u; s < {steps}u; s++) {{")
+    for i in range(frags):
+        for j in range(frags):
+            lines.append(
+                f"        acc{i}_{j} = subgroupMatrixMultiplyAccumulate(l{i}, r{j}, acc{i}_{j});"
+            )
+    lines.append("    }")
+    for i in range(frags):
+        for j in range(frags):
+            off = f"(wg.x * {frags * frags}u + {i * frags + j}u) * {FRAG_M * FRAG_N}u"
+            lines.append(f"    subgroupMatrixStore<row_major>(&c, {off}, acc{i}_{j}, {FRAG_N}u);")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+async def mma_only(dev: Device, frags: int, steps: int, groups: int, runs: int) -> float:
+    """TOPS of the MMA pipe alone (mma_only_wgsl)."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, frags * FRAG_M * FRAG_K, dtype=np.int8)
+    b = rng.integers(-128, 128, frags * FRAG_N * FRAG_K, dtype=np.int8)
+    out = 4 * groups * frags * frags * FRAG_M * FRAG_N
+    _, ms = await dispatch(
+        dev,
+        mma_only_wgsl(frags, steps),
+        [a.tobytes(), b.tobytes(), dims(0)],
+        [out],
+        (groups, 1, 1),
+        runs,
+    )
+    ops = 2 * FRAG_M * FRAG_N * FRAG_K * frags * frags * steps * groups
+    return ops / (ms * 1e-3) / 1e12
+
+
+# Slicing: one invocation per row of a rows x K float32 matrix; row e = its largest
+# element's exponent (frexp: |x| < 2^e); slices q_0 = round(x 2^(6 - e)), then 7 bits more
+# each from what is left, |q| <= 64. Output: slices x rows x K int8 (packed 4 per i32), and e.
+SLICE_WGSL = """
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> q: array<i32>;
+@group(0) @binding(2) var<storage, read_write> e: array<i32>;
+@group(0) @binding(3) var<storage, read> dims: vec4<u32>;  // rows, K, slices
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let rows = dims.x; let k = dims.y; let slices = dims.z;
+    let r = gid.x;
+    if (r >= rows) { return; }
+    var big = 0.0;
+    for (var i = 0u; i < k; i++) { big = max(big, abs(x[r * k + i])); }
+    let ex = frexp(big).exp;
+    e[r] = ex;
+    for (var w = 0u; w < k / 4u; w++) {
+        var rest = ldexp(vec4<f32>(x[r * k + 4u * w], x[r * k + 4u * w + 1u],
+                                   x[r * k + 4u * w + 2u], x[r * k + 4u * w + 3u]),
+                         vec4<i32>(6 - ex));
+        for (var s = 0u; s < slices; s++) {
+            let v = round(rest);
+            rest = (rest - v) * 128.0;
+            let b = vec4<u32>(vec4<i32>(v)) & vec4<u32>(255u);
+            q[s * rows * k / 4u + r * k / 4u + w] = bitcast<i32>(
+                b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u));
+        }
+    }
+}
+"""
+
+# c = 2^(ea + eb) * sum_t acc_t 2^(-12 - 7 t), acc_t as float32 (exact below 2^24).
+COMBINE_WGSL = """
+@group(0) @binding(0) var<storage, read> acc: array<i32>;
+@group(0) @binding(1) var<storage, read> ea: array<i32>;
+@group(0) @binding(2) var<storage, read> eb: array<i32>;
+@group(0) @binding(3) var<storage, read_write> c: array<f32>;
+@group(0) @binding(4) var<storage, read> dims: vec4<u32>;  // M, N, slices
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let m = dims.x; let n = dims.y; let slices = dims.z;
+    let i = gid.y * 65535u * 256u + gid.x;
+    if (i >= m * n) { return; }
+    var sum = 0.0;
+    for (var t = slices; t > 0u; t--) {
+        sum += ldexp(f32(acc[(t - 1u) * m * n + i]), -12 - 7 * i32(t - 1u));
+    }
+    c[i] = ldexp(sum, ea[i / n] + eb[i % n]);
+}
+"""
+
+
+def ozaki_numpy(a: np.ndarray, b: np.ndarray, slices: int) -> np.ndarray:
+    """The scheme in NumPy (a: M x K, b: N x K float32 -> M x N float64), the same slices
+    and pairs as the kernels: what their check compares with before float64."""
+
+    def cut(x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        _, ex = np.frexp(np.max(np.abs(x), axis=1))
+        rest = np.ldexp(x.astype(np.float32), (6 - ex)[:, None])
+        out = []
+        for _ in range(slices):
+            v = np.round(rest)
+            rest = (rest - v) * np.float32(128)
+            out.append(v.astype(np.int64))
+        return out, ex
+
+    qa, ea = cut(a)
+    qb, eb = cut(b)
+    total = np.zeros((len(a), len(b)))
+    for t in range(slices):
+        acc = sum(qa[i] @ qb[t - i].T for i in range(t + 1))
+        total += np.ldexp(acc.astype(np.float64), -12 - 7 * t)
+    return np.ldexp(total, ea[:, None] + eb[None, :])
+
+
+CONFIGS = [
+    Mma(2, 2, packed=True),
+    Mma(4, 2, packed=True),
+    Mma(2, 4, packed=True),
+    Mma(4, 4, packed=True),
+    Mma(2, 2),
+    Mma(4, 2),
+    Mma(2, 4),
+    Mma(4, 4),
+    Mma(2, 2, staged=True),
+    Mma(4, 2, staged=True),
+    Mma(4, 4, staged=True),
+    Mma(4, 4, staged=True, ks=1),
+]
+
+
+async def open_device() -> Device:
+    """Dawn with allow_unsafe_apis (the feature is experimental) and the feature."""
+    from wgpudawn.backends.dawn import extras  # type: ignore[import-not-found]
+
+    # before native.load, whose own toggles (the same timestamp one) then find the instance
+    extras.set_instance_extras(
+        enable_toggles=["allow_unsafe_apis"], disable_toggles=["timestamp_quantization"]
+    )
+    gpu = native.load("dawn")
+    adapter = gpu.gpu.request_adapter_sync(power_preference="high-performance")
+    if FEATURE not in adapter.features:
+        raise SystemExit(f"{adapter.info['device']}: no {FEATURE} (a GPU with Dawn needs it)")
+    print("configs:", extras.get_adapter_properties(adapter).get("subgroup_matrix_configs"))
+    have = {spec: adapter.limits[name] for spec, name in native._LIMIT_NAMES.items()}
+    required = {native._LIMIT_NAMES[k]: v for k, v in device_limits(have).items()}
+    device = adapter.request_device_sync(
+        required_features=[FEATURE, "subgroups", "timestamp-query"], required_limits=required
+    )
+    return native.NativeDevice(gpu, "dawn", adapter, device)
+
+
+async def dispatch(
+    dev: Device, code: str, inputs: list[bytes], out_bytes: list[int], groups: tuple, runs: int
+) -> tuple[list[bytes], float]:
+    """Run one kernel: read-only inputs then read-write outputs, in binding order except
+    the last input (dims), bound last. Returns the outputs' bytes and its median GPU ms."""
+    *data, dims = inputs
+    n_in = len(data)
+    layout = tuple(
+        [(i, "read-only-storage") for i in range(n_in)]
+        + [(n_in + i, "storage") for i in range(len(out_bytes))]
+        + [(n_in + len(out_bytes), "read-only-storage")]
+    )
+    pipe = await dev.compute_pipeline(
+        ShaderModuleSource("probe", (("probe", code),)), "main", layout
+    )
+    bufs = {i: dev.create_buffer_with_data(d, ("STORAGE",), f"in{i}") for i, d in enumerate(data)}
+    for i, size in enumerate(out_bytes):
+        bufs[n_in + i] = dev.create_buffer(size, ("STORAGE", "COPY_SRC"), f"out{i}")
+    bufs[n_in + len(out_bytes)] = dev.create_buffer_with_data(dims, ("STORAGE",), "dims")
+    group = dev.create_bind_group(pipe, bufs)
+    pass_ = ComputePass(pipe, group, groups)
+    _, outs = await dev.run_and_read(
+        [pass_], [(bufs[n_in + i], size) for i, size in enumerate(out_bytes)]
+    )
+    ms = 0.0
+    if runs:
+        ms = (await time_passes(dev, [pass_], TimingPlan(runs, warmup=1, warmup_ms=0)))["ms"]
+    for buf in bufs.values():
+        dev.destroy_buffer(buf)
+    return [bytes(out) for out in outs], ms
+
+
+def dims(*values: int) -> bytes:
+    return np.array([*values, 0, 0, 0][:4], np.uint32).tobytes()
+
+
+def pack(x: np.ndarray) -> np.ndarray:
+    """rows x K int8 -> fragment by fragment: [row / 16][k / 32][16][32]."""
+    rows, k = x.shape
+    return np.ascontiguousarray(x.reshape(rows // 16, 16, k // 32, 32).transpose(0, 2, 1, 3))
+
+
+async def int8_gemm(dev: Device, t: Mma, size: int, rng: np.random.Generator, runs: int):
+    a = rng.integers(-128, 128, (size, size), dtype=np.int8)
+    b = rng.integers(-128, 128, (size, size), dtype=np.int8)
+    pa, pb = (pack(x) if t.packed else x for x in (a, b))
+    (c,), ms = await dispatch(
+        dev,
+        mma_wgsl(t),
+        [pa.tobytes(), pb.tobytes(), dims(size, size, size)],
+        [4 * size * size],
+        (size // t.bn, size // t.bm, 1),
+        runs,
+    )
+    return np.frombuffer(c, np.int32).reshape(size, size), a, b, ms
+
+
+async def emulated_gemm(
+    dev: Device, t: Mma, a: np.ndarray, b: np.ndarray, slices: int, runs: int
+) -> tuple[np.ndarray, dict[str, float]]:
+    m, k = a.shape
+    n = len(b)
+    ms = {}
+    packed = {}
+    for name, x in (("a", a), ("b", b)):
+        rows = len(x)
+        (q, e), ms[f"slice {name}"] = await dispatch(
+            dev,
+            SLICE_WGSL,
+            [x.tobytes(), dims(rows, k, slices)],
+            [slices * rows * k, 4 * rows],
+            ((rows + 63) // 64, 1, 1),
+            runs,
+        )
+        if t.packed:  # the products' layout, fragment by fragment (done here, untimed)
+            sliced = np.frombuffer(q, np.int8).reshape(slices, rows, k)
+            q = np.concatenate([pack(x) for x in sliced]).tobytes()
+        packed[name] = (q, e)
+    (acc,), ms["int8 products"] = await dispatch(
+        dev,
+        mma_wgsl(t, slices),
+        [packed["a"][0], packed["b"][0], dims(m, n, k)],
+        [4 * slices * m * n],
+        (n // t.bn, m // t.bm, 1),
+        runs,
+    )
+    groups = (m * n + 255) // 256
+    (c,), ms["combine"] = await dispatch(
+        dev,
+        COMBINE_WGSL,
+        [acc, packed["a"][1], packed["b"][1], dims(m, n, slices)],
+        [4 * m * n],
+        (min(groups, 65535), (groups + 65534) // 65535, 1),
+        runs,
+    )
+    return np.frombuffer(c, np.float32).reshape(m, n), ms
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size", type=positive_int, default=4096, help="M = N = K, timed")
+    ap.add_argument("--check-size", type=positive_int, default=256)
+    ap.add_argument("--runs", type=positive_int, default=10)
+    ap.add_argument("--gemm-only", action="store_true", help="no emulated float32 GEMM")
+    ap.add_argument("--pipe-only", action="store_true", help="the MMA pipe alone, then stop")
+    args = ap.parse_args()
+    dev = await open_device()
+    print(dev.adapter_info)
+    for frags in (1, 2, 4):
+        try:
+            tops = await mma_only(dev, frags, 4096, 132 * 16, args.runs)
+            print(f"MMA pipe alone, {frags}x{frags} accumulators per subgroup: {tops:.1f} TOPS")
+        except Exception as exc:
+            print(f"MMA pipe alone, {frags}x{frags}: FAILED: {str(exc)[:2000]}", flush=True)
+    if args.pipe_only:
+        return
+    rng = np.random.default_rng(0)
+    best: tuple[float, Mma] | None = None
+    for t in CONFIGS:
+        try:
+            c, a, b, _ = await int8_gemm(dev, t, args.check_size, rng, 0)
+            want = a.astype(np.int64) @ b.astype(np.int64).T
+            ok = "exact" if np.array_equal(c, want) else f"WRONG at {np.argwhere(c != want)[0]}"
+            _, _, _, ms = await int8_gemm(dev, t, args.size, rng, args.runs)
+            tops = 2 * args.size**3 / (ms * 1e-3) / 1e12 if ms else 0.0
+            print(f"int8 {t!s:>40}  {ok:>12} {ms:9.3f} ms {tops:8.1f} TOPS", flush=True)
+            if ok == "exact" and ms and (best is None or ms < best[0]):
+                best = (ms, t)
+        except Exception as exc:  # a configuration the compiler refuses: say why, go on
+            print(f"int8 {t!s:>40}  FAILED: {str(exc)[:2000]}", flush=True)
+    if best is None or args.gemm_only:
+        return
+    limit = dev.limits["maxComputeWorkgroupStorageSize"]
+    s = args.check_size
+    a = rng.standard_normal((s, s), dtype=np.float32)
+    b = rng.standard_normal((s, s), dtype=np.float32)
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    scale = np.max(np.abs(want))
+    f32 = float(np.max(np.abs((a @ b.T) - want)) / scale)
+    print(f"float32 sgemm (NumPy) error / max|C|: {f32:.2e}")
+    tries = dict.fromkeys([best[1], Mma(2, 2, packed=True), Mma(2, 2)])
+    for slices, t in ((sl, t) for sl in (3, 4) for t in tries):
+        if t.workgroup_bytes(slices) > limit:
+            continue
+        try:
+            c, _ = await emulated_gemm(dev, t, a, b, slices, 0)
+            err = float(np.max(np.abs(c - want)) / scale)
+            ref = float(np.max(np.abs(ozaki_numpy(a, b, slices) - want)) / scale)
+            big = rng.standard_normal((args.size, args.size), dtype=np.float32)
+            _, ms = await emulated_gemm(dev, t, big, big, slices, args.runs)
+            total = sum(ms.values())
+            rate = 2 * args.size**3 / (total * 1e-3) / 1e12
+            parts = ", ".join(f"{k} {v:.3f}" for k, v in ms.items())
+            print(
+                f"emulated float32, S={slices}, {t}: error {err:.2e} (NumPy model {ref:.2e}); "
+                f"{total:.3f} ms = {rate:.1f} TFLOP/s ({parts}; products alone "
+                f"{2 * args.size**3 / (ms['int8 products'] * 1e-3) / 1e12:.1f})",
+                flush=True,
+            )
+        except Exception as exc:
+            print(f"emulated S={slices} {t} FAILED: {str(exc)[:2000]}", flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
