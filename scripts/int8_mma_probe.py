@@ -1,33 +1,34 @@
 """What the tensor cores give WGSL through Dawn's int8 subgroup matrices, and what a float32
 GEMM emulated on them (the Ozaki scheme) costs and keeps.
 
-WGSL's only way to the tensor cores is Dawn's experimental `chromium_experimental_subgroup_matrix`
-extension (behind the `allow_unsafe_apis` toggle); on the H100 and H200 it offers 8-bit
-configurations only (i8/u8 inputs, i32/u32 results: M 16, N 16 or 8, K 32), no f16 or f32
-(docs/runtimes.md). An integer product is exact, so a float32 GEMM can be rebuilt from
-several int8 ones (Ozaki et al.): each row of A (and of B, for C = A B^T) is scaled by a
-power of two to below 1 and cut into S slices of 7 bits, q_0 2^-6 + q_1 2^-13 + ... with
-integers |q| <= 64; then C = 2^(ea + eb) * sum over slice pairs (i, j) of 2^(-12 - 7 (i + j))
-(Q_i Q'_j^T), each Q_i Q'_j^T exact in int32. Pairs with i + j >= S fall below the slices'
-own rounding and are left out, and the pairs of one i + j share one int32 accumulator (same
-scale, exact sum): S (S + 1) / 2 int8 products per float32 product, S accumulators. S = 4
-keeps 28 bits of each row's largest element, more than float32's 24.
+WGSL's only way to the tensor cores is Dawn's experimental extension
+`chromium_experimental_subgroup_matrix` (behind the `allow_unsafe_apis` toggle); on the H100
+and H200 it offers 8-bit configurations only (i8/u8 inputs, i32/u32 results: M 16, N 16 or
+8, K 32), no f16 or f32 (docs/runtimes.md). An integer product is exact, so a float32 GEMM
+can be rebuilt from several int8 ones (Ozaki et al.): each row of A (and of B, for C = A
+B^T) is scaled by a power of two to below 1 and cut into S slices of 7 bits, q_0 2^-6 + q_1
+2^-13 + ... with integers |q| <= 64; then C = 2^(ea + eb) * sum over slice pairs (i, j) of
+2^(-12 - 7 (i + j)) (Q_i Q'_j^T), each Q_i Q'_j^T exact in int32. Pairs with i + j >= S fall
+below the slices' own rounding and are left out, and the pairs of one i + j share one int32
+accumulator (same scale, exact sum): S (S + 1) / 2 int8 products per float32 product, S
+accumulators. S = 4 keeps 28 bits of each row's largest element, more than float32's 24.
 
     python3 scripts/int8_mma_probe.py [--size 4096] [--runs 10] [--check-size 256]
                                       [--pipe-only | --gemm-only]
 
 Prints the adapter's subgroup-matrix configurations; the MMA pipe's rate alone (fragments
-loaded once, multiplied 4096 times); per int8 GEMM configuration (fragments loaded from the
-storage buffers row by row, from a layout packed fragment by fragment, or staged through
-workgroup memory), its result against NumPy's exact product at the check size and its rate
-at the timed size; then the emulated float32 GEMM for S = 3 and 4: its error against
-float64 beside float32's own (NumPy's sgemm), and the time of its passes (slicing A and B,
-the int8 products, combining). Dawn only; a GPU with the feature (not a CPU driver). What it
-found on an H100: docs/results-h200.md.
+loaded once, multiplied 4096 times); per int8 GEMM configuration (workgroups of one
+subgroup loading fragments from the storage buffers row by row, from a layout packed
+fragment by fragment, or staged through workgroup memory; workgroups of several subgroups
+sharing packed fragments through workgroup memory), its result against NumPy's exact
+product at the check size and its rate at the timed size; then the emulated float32 GEMM
+for S = 3 and 4: its error against float64 beside float32's own (NumPy's sgemm), and the
+time of its passes (slicing A and B, the int8 products, combining). Dawn only, on a GPU
+with the feature (no CPU driver has it). What it found on an H100: docs/results-h200.md.
 
 What this Dawn (wgpudawn 0.32.0.4) needs, found by this probe: a fragment's offset and
 stride count the array's i32 elements (four int8 each), not int8 elements; and they must be
-uniform, which `local_invocation_index` is not, so every workgroup here is one subgroup.
+uniform: `local_invocation_index / 32` is refused, `@builtin(subgroup_id)` accepted.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from py_harness.timing import TimingPlan, time_passes
 FEATURE = "chromium-experimental-subgroup-matrix"
 FRAG_M, FRAG_N, FRAG_K = 16, 16, 32  # the i8 configuration the H200 offers
 HEADER = "enable chromium_experimental_subgroup_matrix;\nenable subgroups;\n"
-WORKGROUP = 32  # one subgroup: its fragments' offsets must be uniform, so no lid in them
+WORKGROUP = 32  # Mma's workgroups: one subgroup
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,112 @@ def mma_wgsl(t: Mma, slices: int = 1) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class Shared:
+    """WM x WN subgroups per workgroup, each TM x TN fragments, sharing A's and B's
+    fragments through workgroup memory (KS K steps per staged chunk), both packed fragment
+    by fragment. Each subgroup's offsets come from @builtin(subgroup_id), which the
+    uniformity rule accepts (local_invocation_index / 32 it refuses)."""
+
+    tm: int
+    tn: int
+    wm: int
+    wn: int
+    ks: int = 2
+    packed: bool = True
+
+    @property
+    def bm(self) -> int:
+        return self.wm * self.tm * FRAG_M
+
+    @property
+    def bn(self) -> int:
+        return self.wn * self.tn * FRAG_N
+
+    def workgroup_bytes(self, slices: int = 1) -> int:
+        return slices * (self.bm + self.bn) * self.ks * FRAG_K
+
+    def __str__(self) -> str:
+        shape = f"{self.wm}x{self.wn} subgroups of {self.tm}x{self.tn}"
+        return f"{shape}, staged {self.ks * FRAG_K}"
+
+
+def shared_wgsl(t: Shared, slices: int = 1) -> str:
+    """mma_wgsl's products (same bindings, packed A and B, dispatch (N / BN, M / BM)) by
+    workgroups of WM x WN subgroups that stage each chunk of A's and B's fragments once."""
+    s, words = slices, FRAG_M * FRAG_K // 4  # i32 words per fragment
+    lines = [
+        HEADER,
+        "@group(0) @binding(0) var<storage, read> a: array<i32>;",
+        "@group(0) @binding(1) var<storage, read> b: array<i32>;",
+        "@group(0) @binding(2) var<storage, read_write> c: array<i32>;",
+        "@group(0) @binding(3) var<storage, read> dims: vec4<u32>;  // M, N, K",
+        f"var<workgroup> sa: array<i32, {s * t.wm * t.tm * t.ks * words}>;",
+        f"var<workgroup> sb: array<i32, {s * t.wn * t.tn * t.ks * words}>;",
+        f"@compute @workgroup_size({32 * t.wm * t.wn})",
+        "fn main(@builtin(workgroup_id) wg: vec3<u32>,",
+        "        @builtin(local_invocation_index) lid: u32,",
+        "        @builtin(subgroup_id) sg: u32) {",
+        "    let m = dims.x; let n = dims.y; let k = dims.z;",
+        f"    let fr = sg / {t.wn}u * {t.tm}u;  // the subgroup's first row of fragments",
+        f"    let fc = sg % {t.wn}u * {t.tn}u;",
+    ]
+    acc = [[[f"acc{q}_{i}_{j}" for j in range(t.tn)] for i in range(t.tm)] for q in range(s)]
+    for name in (n for plane in acc for row in plane for n in row):
+        lines.append(f"    var {name} = subgroup_matrix_result<i32, {FRAG_N}, {FRAG_M}>();")
+    lines.append(f"    for (var k0 = 0u; k0 < k; k0 += {t.ks * FRAG_K}u) {{")
+    lines.append("        workgroupBarrier();")
+    run = t.ks * words  # a row of fragments' chunk: contiguous in the packed layout
+    for name, tiles, rows, wg in (("a", t.wm * t.tm, "m", "wg.y"), ("b", t.wn * t.tn, "n", "wg.x")):
+        lines += [
+            f"        for (var w = lid; w < {s * tiles * run}u; w += {32 * t.wm * t.wn}u) {{",
+            f"            let row = w / {run}u;  // slice * {tiles} + fragment row",
+            f"            let sl = row / {tiles}u;",
+            f"            let g = (sl * ({rows} / 16u) + {wg} * {tiles}u + row % {tiles}u)"
+            f" * (k / 32u) + k0 / 32u;",
+            f"            s{name}[w] = {name}[g * {words}u + w % {run}u];",
+            "        }",
+        ]
+    lines.append("        workgroupBarrier();")
+    lines.append(f"        for (var ks = 0u; ks < {t.ks}u; ks++) {{")
+    for sl in range(s):
+        for i in range(t.tm):
+            off = f"(({sl * t.wm * t.tm}u + fr + {i}u) * {t.ks}u + ks) * {words}u"
+            lines.append(
+                f"            let l{sl}_{i} = subgroupMatrixLoad<subgroup_matrix_left<i8, "
+                f"{FRAG_K}, {FRAG_M}>, row_major>(&sa, {off}, {FRAG_K // 4}u);"
+            )
+        for j in range(t.tn):
+            off = f"(({sl * t.wn * t.tn}u + fc + {j}u) * {t.ks}u + ks) * {words}u"
+            lines.append(
+                f"            let r{sl}_{j} = subgroupMatrixLoad<subgroup_matrix_right<i8, "
+                f"{FRAG_N}, {FRAG_K}>, col_major>(&sb, {off}, {FRAG_K // 4}u);"
+            )
+    for q in range(s):
+        for si in range(q + 1):
+            for i in range(t.tm):
+                for j in range(t.tn):
+                    lines.append(
+                        f"            {acc[q][i][j]} = subgroupMatrixMultiplyAccumulate("
+                        f"l{si}_{i}, r{q - si}_{j}, {acc[q][i][j]});"
+                    )
+    lines += ["        }", "    }"]
+    for q in range(s):
+        for i in range(t.tm):
+            for j in range(t.tn):
+                off = (
+                    f"{q}u * m * n + (wg.y * {t.bm}u + (fr + {i}u) * 16u) * n"
+                    f" + wg.x * {t.bn}u + (fc + {j}u) * 16u"
+                )
+                lines.append(f"    subgroupMatrixStore<row_major>(&c, {off}, {acc[q][i][j]}, n);")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def kernel_wgsl(t: Mma | Shared, slices: int = 1) -> str:
+    return shared_wgsl(t, slices) if isinstance(t, Shared) else mma_wgsl(t, slices)
+
+
 def mma_only_wgsl(frags: int, steps: int) -> str:
     """The MMA pipe alone: each subgroup loads `frags` left and right fragments once, then
     multiplies and accumulates them `steps` times into frags x frags accumulators, and
@@ -331,7 +438,12 @@ def ozaki_numpy(a: np.ndarray, b: np.ndarray, slices: int) -> np.ndarray:
     return np.ldexp(total, ea[:, None] + eb[None, :])
 
 
-CONFIGS = [
+CONFIGS: list[Mma | Shared] = [
+    Shared(4, 4, 2, 2),
+    Shared(4, 4, 2, 2, ks=1),
+    Shared(2, 4, 4, 2),
+    Shared(4, 2, 2, 4),
+    Shared(2, 2, 2, 2),
     Mma(2, 2, packed=True),
     Mma(4, 2, packed=True),
     Mma(2, 4, packed=True),
@@ -410,13 +522,13 @@ def pack(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.reshape(rows // 16, 16, k // 32, 32).transpose(0, 2, 1, 3))
 
 
-async def int8_gemm(dev: Device, t: Mma, size: int, rng: np.random.Generator, runs: int):
+async def int8_gemm(dev: Device, t: Mma | Shared, size: int, rng: np.random.Generator, runs: int):
     a = rng.integers(-128, 128, (size, size), dtype=np.int8)
     b = rng.integers(-128, 128, (size, size), dtype=np.int8)
     pa, pb = (pack(x) if t.packed else x for x in (a, b))
     (c,), ms = await dispatch(
         dev,
-        mma_wgsl(t),
+        kernel_wgsl(t),
         [pa.tobytes(), pb.tobytes(), dims(size, size, size)],
         [4 * size * size],
         (size // t.bn, size // t.bm, 1),
@@ -426,7 +538,7 @@ async def int8_gemm(dev: Device, t: Mma, size: int, rng: np.random.Generator, ru
 
 
 async def emulated_gemm(
-    dev: Device, t: Mma, a: np.ndarray, b: np.ndarray, slices: int, runs: int
+    dev: Device, t: Mma | Shared, a: np.ndarray, b: np.ndarray, slices: int, runs: int
 ) -> tuple[np.ndarray, dict[str, float]]:
     m, k = a.shape
     n = len(b)
@@ -448,7 +560,7 @@ async def emulated_gemm(
         packed[name] = (q, e)
     (acc,), ms["int8 products"] = await dispatch(
         dev,
-        mma_wgsl(t, slices),
+        kernel_wgsl(t, slices),
         [packed["a"][0], packed["b"][0], dims(m, n, k)],
         [4 * slices * m * n],
         (n // t.bn, m // t.bm, 1),
@@ -485,7 +597,7 @@ async def main() -> None:
     if args.pipe_only:
         return
     rng = np.random.default_rng(0)
-    best: tuple[float, Mma] | None = None
+    best: tuple[float, Mma | Shared] | None = None
     for t in CONFIGS:
         try:
             c, a, b, _ = await int8_gemm(dev, t, args.check_size, rng, 0)
@@ -508,7 +620,7 @@ async def main() -> None:
     scale = np.max(np.abs(want))
     f32 = float(np.max(np.abs((a @ b.T) - want)) / scale)
     print(f"float32 sgemm (NumPy) error / max|C|: {f32:.2e}")
-    tries = dict.fromkeys([best[1], Mma(2, 2, packed=True), Mma(2, 2)])
+    tries = dict.fromkeys([best[1], Shared(2, 2, 2, 2), Mma(2, 2)])
     for slices, t in ((sl, t) for sl in (3, 4) for t in tries):
         if t.workgroup_bytes(slices) > limit:
             continue
