@@ -79,6 +79,13 @@ class Mma:
         return f"{self.tm}x{self.tn} frags, {self.bm}x{self.bn} tile, {where}"
 
 
+BINDINGS = """@group(0) @binding(0) var<storage, read> a: array<i32>;
+@group(0) @binding(1) var<storage, read> b: array<i32>;
+@group(0) @binding(2) var<storage, read_write> c: array<i32>;
+@group(0) @binding(3) var<storage, read> dims: vec4<u32>;  // M, N, K (mma_only: unused)"""
+FRAG_BYTES = FRAG_M * FRAG_K  # one packed fragment
+
+
 def _left(src: str, off: str, stride: str) -> str:
     """A's fragment at int8 offset `off`, rows `stride` int8 apart (both multiples of 4: the
     load counts i32 elements)."""
@@ -96,19 +103,53 @@ def _right(src: str, off: str, stride: str) -> str:
     )
 
 
+def _accumulators(tm: int, tn: int, slices: int) -> tuple[list[list[list[str]]], list[str]]:
+    """acc[t][i][j]: the names of slices x TM x TN zeroed int32 accumulators, and their
+    declarations."""
+    acc = [[[f"acc{q}_{i}_{j}" for j in range(tn)] for i in range(tm)] for q in range(slices)]
+    result = f"subgroup_matrix_result<i32, {FRAG_N}, {FRAG_M}>"
+    return acc, [f"    var {n} = {result}();" for plane in acc for row in plane for n in row]
+
+
+def _fragments(tm: int, tn: int, slices: int, left, right, indent: str) -> list[str]:  # noqa: ANN001
+    """l{slice}_{i} = left(slice, i), r{slice}_{j} = right(slice, j): the fragments of one
+    K step."""
+    lines = [f"{indent}let l{sl}_{i} = {left(sl, i)};" for i in range(tm) for sl in range(slices)]
+    return lines + [
+        f"{indent}let r{sl}_{j} = {right(sl, j)};" for j in range(tn) for sl in range(slices)
+    ]
+
+
+def _products(acc: list[list[list[str]]], indent: str) -> list[str]:
+    """Into acc[t], every pair of slices (i, t - i): one K step of the emulation."""
+    return [
+        f"{indent}{acc[q][i][j]} = subgroupMatrixMultiplyAccumulate("
+        f"l{si}_{i}, r{q - si}_{j}, {acc[q][i][j]});"
+        for q in range(len(acc))
+        for si in range(q + 1)
+        for i in range(len(acc[q]))
+        for j in range(len(acc[q][i]))
+    ]
+
+
+def _stores(acc: list[list[list[str]]], row, col) -> list[str]:  # noqa: ANN001
+    """acc[t] into C_t at the fragment's first row row(i) and column col(j)."""
+    return [
+        f"    subgroupMatrixStore<row_major>(&c, {q}u * m * n + ({row(i)}) * n + {col(j)}, "
+        f"{acc[q][i][j]}, n);"
+        for q in range(len(acc))
+        for i in range(len(acc[q]))
+        for j in range(len(acc[q][i]))
+    ]
+
+
 def mma_wgsl(t: Mma, slices: int = 1) -> str:
     """C_t (i32, M x N, one per t < slices) = sum over i + j = t of A_i B_j^T: A_i are the
     slices' M x K int8 matrices (slice i at i * M * K bytes), B_j N x K. slices = 1: the
     plain int8 GEMM. Dispatch (N / BN, M / BM)."""
     s = slices
-    acc = [[[f"acc{t_}_{i}_{j}" for j in range(t.tn)] for i in range(t.tm)] for t_ in range(s)]
-    lines = [
-        HEADER,
-        "@group(0) @binding(0) var<storage, read> a: array<i32>;",
-        "@group(0) @binding(1) var<storage, read> b: array<i32>;",
-        "@group(0) @binding(2) var<storage, read_write> c: array<i32>;",
-        "@group(0) @binding(3) var<storage, read> dims: vec4<u32>;  // M, N, K",
-    ]
+    acc, declarations = _accumulators(t.tm, t.tn, s)
+    lines = [HEADER, BINDINGS]
     if t.staged:
         chunk = t.ks * FRAG_K
         pitch = chunk + 16  # bytes per staged row: 16 more against bank conflicts
@@ -125,13 +166,9 @@ def mma_wgsl(t: Mma, slices: int = 1) -> str:
         "    let m = dims.x; let n = dims.y; let k = dims.z;",
         f"    let row0 = wg.y * {t.bm}u;",
         f"    let col0 = wg.x * {t.bn}u;",
+        *declarations,
     ]
-    for row in acc:
-        for names in row:
-            for name in names:
-                lines.append(f"    var {name} = subgroup_matrix_result<i32, {FRAG_N}, {FRAG_M}>();")
     if t.staged:
-        # each workgroup row of CHUNK bytes is CHUNK / 16 vec4<i32>-sized pieces
         lines += [
             "    for (var k0 = 0u; k0 < k; k0 += CHUNK) {",
             "        workgroupBarrier();",
@@ -150,56 +187,39 @@ def mma_wgsl(t: Mma, slices: int = 1) -> str:
             ]
         lines.append("        workgroupBarrier();")
         lines.append(f"        for (var kk = 0u; kk < CHUNK; kk += {FRAG_K}u) {{")
-        for i in range(t.tm):
-            for sl in range(s):
-                off = f"({sl * t.bm + i * FRAG_M}u) * PITCH + kk"
-                lines.append(f"            let l{sl}_{i} = {_left('sa', off, 'PITCH')};")
-        for j in range(t.tn):
-            for sl in range(s):
-                off = f"({sl * t.bn + j * FRAG_N}u) * PITCH + kk"
-                lines.append(f"            let r{sl}_{j} = {_right('sb', off, 'PITCH')};")
         indent = "            "
-    elif t.packed:
-        lines.append(f"    for (var k0 = 0u; k0 < k; k0 += {FRAG_K}u) {{")
-        frag = FRAG_M * FRAG_K
-        for i in range(t.tm):
-            for sl in range(s):
-                off = f"(({sl}u * m + row0 + {i * FRAG_M}u) / 16u * (k / 32u) + k0 / 32u) * {frag}u"
-                lines.append(f"        let l{sl}_{i} = {_left('a', off, f'{FRAG_K}u')};")
-        for j in range(t.tn):
-            for sl in range(s):
-                off = f"(({sl}u * n + col0 + {j * FRAG_N}u) / 16u * (k / 32u) + k0 / 32u) * {frag}u"
-                lines.append(f"        let r{sl}_{j} = {_right('b', off, f'{FRAG_K}u')};")
-        indent = "        "
+        lines += _fragments(
+            t.tm,
+            t.tn,
+            s,
+            lambda sl, i: _left("sa", f"({sl * t.bm + i * FRAG_M}u) * PITCH + kk", "PITCH"),
+            lambda sl, j: _right("sb", f"({sl * t.bn + j * FRAG_N}u) * PITCH + kk", "PITCH"),
+            indent,
+        )
     else:
         lines.append(f"    for (var k0 = 0u; k0 < k; k0 += {FRAG_K}u) {{")
-        for i in range(t.tm):
-            for sl in range(s):
-                off = f"{sl}u * m * k + (row0 + {i * FRAG_M}u) * k + k0"
-                lines.append(f"        let l{sl}_{i} = {_left('a', off, 'k')};")
-        for j in range(t.tn):
-            for sl in range(s):
-                off = f"{sl}u * n * k + (col0 + {j * FRAG_N}u) * k + k0"
-                lines.append(f"        let r{sl}_{j} = {_right('b', off, 'k')};")
         indent = "        "
-    for t_ in range(s):
-        for si in range(t_ + 1):
-            sj = t_ - si
-            for i in range(t.tm):
-                for j in range(t.tn):
-                    name = acc[t_][i][j]
-                    lines.append(
-                        f"{indent}{name} = subgroupMatrixMultiplyAccumulate("
-                        f"l{si}_{i}, r{sj}_{j}, {name});"
-                    )
+        if t.packed:  # fragment (row tile, K step) of slice sl at its index * FRAG_BYTES
+
+            def at(sl: int, first: str, rows: str) -> str:
+                tile = f"({sl}u * {rows} + {first}) / 16u"
+                return f"({tile} * (k / 32u) + k0 / 32u) * {FRAG_BYTES}u"
+
+            left = lambda sl, i: _left("a", at(sl, f"row0 + {i * FRAG_M}u", "m"), f"{FRAG_K}u")  # noqa: E731
+            right = lambda sl, j: _right("b", at(sl, f"col0 + {j * FRAG_N}u", "n"), f"{FRAG_K}u")  # noqa: E731
+        else:
+            left = lambda sl, i: _left(  # noqa: E731
+                "a", f"{sl}u * m * k + (row0 + {i * FRAG_M}u) * k + k0", "k"
+            )
+            right = lambda sl, j: _right(  # noqa: E731
+                "b", f"{sl}u * n * k + (col0 + {j * FRAG_N}u) * k + k0", "k"
+            )
+        lines += _fragments(t.tm, t.tn, s, left, right, indent)
+    lines += _products(acc, indent)
     if t.staged:
         lines.append("        }")
     lines.append("    }")
-    for t_ in range(s):
-        for i in range(t.tm):
-            for j in range(t.tn):
-                off = f"{t_}u * m * n + (row0 + {i * FRAG_M}u) * n + col0 + {j * FRAG_N}u"
-                lines.append(f"    subgroupMatrixStore<row_major>(&c, {off}, {acc[t_][i][j]}, n);")
+    lines += _stores(acc, lambda i: f"row0 + {i * FRAG_M}u", lambda j: f"col0 + {j * FRAG_N}u")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -237,13 +257,11 @@ class Shared:
 def shared_wgsl(t: Shared, slices: int = 1) -> str:
     """mma_wgsl's products (same bindings, packed A and B, dispatch (N / BN, M / BM)) by
     workgroups of WM x WN subgroups that stage each chunk of A's and B's fragments once."""
-    s, words = slices, FRAG_M * FRAG_K // 4  # i32 words per fragment
+    s, words = slices, FRAG_BYTES // 4  # i32 words per fragment
+    acc, declarations = _accumulators(t.tm, t.tn, s)
     lines = [
         HEADER,
-        "@group(0) @binding(0) var<storage, read> a: array<i32>;",
-        "@group(0) @binding(1) var<storage, read> b: array<i32>;",
-        "@group(0) @binding(2) var<storage, read_write> c: array<i32>;",
-        "@group(0) @binding(3) var<storage, read> dims: vec4<u32>;  // M, N, K",
+        BINDINGS,
         f"var<workgroup> sa: array<i32, {s * t.wm * t.tm * t.ks * words}>;",
         f"var<workgroup> sb: array<i32, {s * t.wn * t.tn * t.ks * words}>;",
         f"@compute @workgroup_size({32 * t.wm * t.wn})",
@@ -253,12 +271,10 @@ def shared_wgsl(t: Shared, slices: int = 1) -> str:
         "    let m = dims.x; let n = dims.y; let k = dims.z;",
         f"    let fr = sg / {t.wn}u * {t.tm}u;  // the subgroup's first row of fragments",
         f"    let fc = sg % {t.wn}u * {t.tn}u;",
+        *declarations,
+        f"    for (var k0 = 0u; k0 < k; k0 += {t.ks * FRAG_K}u) {{",
+        "        workgroupBarrier();",
     ]
-    acc = [[[f"acc{q}_{i}_{j}" for j in range(t.tn)] for i in range(t.tm)] for q in range(s)]
-    for name in (n for plane in acc for row in plane for n in row):
-        lines.append(f"    var {name} = subgroup_matrix_result<i32, {FRAG_N}, {FRAG_M}>();")
-    lines.append(f"    for (var k0 = 0u; k0 < k; k0 += {t.ks * FRAG_K}u) {{")
-    lines.append("        workgroupBarrier();")
     run = t.ks * words  # a row of fragments' chunk: contiguous in the packed layout
     for name, tiles, rows, wg in (("a", t.wm * t.tm, "m", "wg.y"), ("b", t.wn * t.tn, "n", "wg.x")):
         lines += [
@@ -272,36 +288,26 @@ def shared_wgsl(t: Shared, slices: int = 1) -> str:
         ]
     lines.append("        workgroupBarrier();")
     lines.append(f"        for (var ks = 0u; ks < {t.ks}u; ks++) {{")
-    for sl in range(s):
-        for i in range(t.tm):
-            off = f"(({sl * t.wm * t.tm}u + fr + {i}u) * {t.ks}u + ks) * {words}u"
-            lines.append(
-                f"            let l{sl}_{i} = subgroupMatrixLoad<subgroup_matrix_left<i8, "
-                f"{FRAG_K}, {FRAG_M}>, row_major>(&sa, {off}, {FRAG_K // 4}u);"
-            )
-        for j in range(t.tn):
-            off = f"(({sl * t.wn * t.tn}u + fc + {j}u) * {t.ks}u + ks) * {words}u"
-            lines.append(
-                f"            let r{sl}_{j} = subgroupMatrixLoad<subgroup_matrix_right<i8, "
-                f"{FRAG_N}, {FRAG_K}>, col_major>(&sb, {off}, {FRAG_K // 4}u);"
-            )
-    for q in range(s):
-        for si in range(q + 1):
-            for i in range(t.tm):
-                for j in range(t.tn):
-                    lines.append(
-                        f"            {acc[q][i][j]} = subgroupMatrixMultiplyAccumulate("
-                        f"l{si}_{i}, r{q - si}_{j}, {acc[q][i][j]});"
-                    )
+    a_rows, b_rows = t.wm * t.tm, t.wn * t.tn  # fragment rows per slice in sa, sb
+
+    def at(first: str) -> str:
+        return f"(({first}) * {t.ks}u + ks) * {FRAG_BYTES}u"
+
+    lines += _fragments(
+        t.tm,
+        t.tn,
+        s,
+        lambda sl, i: _left("sa", at(f"{sl * a_rows}u + fr + {i}u"), f"{FRAG_K}u"),
+        lambda sl, j: _right("sb", at(f"{sl * b_rows}u + fc + {j}u"), f"{FRAG_K}u"),
+        "            ",
+    )
+    lines += _products(acc, "            ")
     lines += ["        }", "    }"]
-    for q in range(s):
-        for i in range(t.tm):
-            for j in range(t.tn):
-                off = (
-                    f"{q}u * m * n + (wg.y * {t.bm}u + (fr + {i}u) * 16u) * n"
-                    f" + wg.x * {t.bn}u + (fc + {j}u) * 16u"
-                )
-                lines.append(f"    subgroupMatrixStore<row_major>(&c, {off}, {acc[q][i][j]}, n);")
+    lines += _stores(
+        acc,
+        lambda i: f"wg.y * {t.bm}u + (fr + {i}u) * 16u",
+        lambda j: f"wg.x * {t.bn}u + (fc + {j}u) * 16u",
+    )
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -317,10 +323,7 @@ def mma_only_wgsl(frags: int, steps: int) -> str:
     buffer of frags x 16 x 32 int8 each for A and B (the same for every workgroup)."""
     lines = [
         HEADER,
-        "@group(0) @binding(0) var<storage, read> a: array<i32>;",
-        "@group(0) @binding(1) var<storage, read> b: array<i32>;",
-        "@group(0) @binding(2) var<storage, read_write> c: array<i32>;",
-        "@group(0) @binding(3) var<storage, read> dims: vec4<u32>;",
+        BINDINGS,
         f"@compute @workgroup_size({WORKGROUP})",
         "fn main(@builtin(workgroup_id) wg: vec3<u32>) {",
     ]
