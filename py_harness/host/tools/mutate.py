@@ -14,9 +14,11 @@ is left to judge is unjudged):
   precision-sized change or a real bug whose error no case makes large enough.
 
 Edits the compiler refuses are counted apart (not compiled), as are runtime errors (an
-error is a failed case, but not a judged one). Replay any edit alone with --only ID.
-results.json in --out holds every edit. Exits 1 where an edit survived or went unjudged, 0
-otherwise.
+error is a failed case, but not a judged one). An edit in a function that no pass of the
+run calls leaves every pipeline's key as it was (ShaderModuleSource.entry_digest), so it
+is not compiled again: it survives with the same bits, even where it would not compile.
+Replay any edit alone with --only ID. results.json in --out holds every edit. Exits 1 where
+an edit survived or went unjudged, 0 otherwise.
 """
 
 from __future__ import annotations
