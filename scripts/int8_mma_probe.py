@@ -14,17 +14,19 @@ accumulator (same scale, exact sum): S (S + 1) / 2 int8 products per float32 pro
 accumulators. S = 4 keeps 28 bits of each row's largest element, more than float32's 24.
 
     python3 scripts/int8_mma_probe.py [--size 4096] [--runs 10] [--check-size 256]
-                                      [--pipe-only | --gemm-only]
+                                      [--pipe-only | --gemm-only] [--toggle TOGGLE]
 
 Prints the adapter's subgroup-matrix configurations; the MMA pipe's rate alone (fragments
-loaded once, multiplied 4096 times); per int8 GEMM configuration (workgroups of one
-subgroup loading fragments from the storage buffers row by row, from a layout packed
-fragment by fragment, or staged through workgroup memory; workgroups of several subgroups
-sharing packed fragments through workgroup memory), its result against NumPy's exact
-product at the check size and its rate at the timed size; then the emulated float32 GEMM
-for S = 3 and 4: its error against float64 beside float32's own (NumPy's sgemm), and the
-time of its passes (slicing A and B, the int8 products, combining). Dawn only, on a GPU
-with the feature (no CPU driver has it). What it found on an H100: docs/results-h200.md.
+loaded once, multiplied 4096 times); per int8 GEMM configuration (workgroups of one subgroup
+loading fragments from the storage buffers row by row, from a layout packed fragment by
+fragment (with the next K step's loaded first, or not), or staged through workgroup memory;
+workgroups of several subgroups sharing packed fragments through workgroup memory), its
+result against NumPy's exact product at the check size and its rate at the timed size; then
+the emulated float32 GEMM for S = 3 and 4: its error against float64 beside float32's own
+(NumPy's sgemm), and the time of its passes (slicing A and B, the int8 products, combining).
+--toggle enables a Dawn device toggle (disable_robustness: the ceiling without bounds
+checks). Dawn only, on a GPU with the feature (no CPU driver has it). What it found on an
+H100: docs/results-h200.md.
 
 What this Dawn (wgpudawn 0.32.0.4) needs, found by this probe: a fragment's offset and
 stride count the array's i32 elements (four int8 each), not int8 elements; and they must be
@@ -61,6 +63,7 @@ class Mma:
     staged: bool = False
     ks: int = 2
     packed: bool = False  # A and B stored fragment by fragment (512 contiguous bytes each)
+    prefetch: bool = False  # packed: the next K step's fragments loaded before this one's MMAs
 
     @property
     def bm(self) -> int:
@@ -76,6 +79,7 @@ class Mma:
     def __str__(self) -> str:
         where = f"staged {self.ks * FRAG_K}" if self.staged else "from storage"
         where += ", packed" if self.packed else ""
+        where += ", prefetched" if self.prefetch else ""
         return f"{self.tm}x{self.tn} frags, {self.bm}x{self.bn} tile, {where}"
 
 
@@ -111,12 +115,27 @@ def _accumulators(tm: int, tn: int, slices: int) -> tuple[list[list[list[str]]],
     return acc, [f"    var {n} = {result}();" for plane in acc for row in plane for n in row]
 
 
-def _fragments(tm: int, tn: int, slices: int, left, right, indent: str) -> list[str]:  # noqa: ANN001
-    """l{slice}_{i} = left(slice, i), r{slice}_{j} = right(slice, j): the fragments of one
-    K step."""
-    lines = [f"{indent}let l{sl}_{i} = {left(sl, i)};" for i in range(tm) for sl in range(slices)]
+def _fragments(
+    tm: int,
+    tn: int,
+    slices: int,
+    left,
+    right,
+    indent: str,
+    new: str = "let ",
+    prefix: str = "",  # noqa: ANN001
+) -> list[str]:
+    """{new}{prefix}l{slice}_{i} = left(slice, i), and r... = right(slice, j): the fragments of
+    one K step."""
+    lines = [
+        f"{indent}{new}{prefix}l{sl}_{i} = {left(sl, i)};"
+        for i in range(tm)
+        for sl in range(slices)
+    ]
     return lines + [
-        f"{indent}let r{sl}_{j} = {right(sl, j)};" for j in range(tn) for sl in range(slices)
+        f"{indent}{new}{prefix}r{sl}_{j} = {right(sl, j)};"
+        for j in range(tn)
+        for sl in range(slices)
     ]
 
 
@@ -201,12 +220,38 @@ def mma_wgsl(t: Mma, slices: int = 1) -> str:
         indent = "        "
         if t.packed:  # fragment (row tile, K step) of slice sl at its index * FRAG_BYTES
 
-            def at(sl: int, first: str, rows: str) -> str:
+            def at(sl: int, first: str, rows: str, k0: str = "k0") -> str:
                 tile = f"({sl}u * {rows} + {first}) / 16u"
-                return f"({tile} * (k / 32u) + k0 / 32u) * {FRAG_BYTES}u"
+                return f"({tile} * (k / 32u) + {k0} / 32u) * {FRAG_BYTES}u"
 
-            left = lambda sl, i: _left("a", at(sl, f"row0 + {i * FRAG_M}u", "m"), f"{FRAG_K}u")  # noqa: E731
-            right = lambda sl, j: _right("b", at(sl, f"col0 + {j * FRAG_N}u", "n"), f"{FRAG_K}u")  # noqa: E731
+            def loads(k0: str):  # noqa: ANN202
+                return (
+                    lambda sl, i: _left(
+                        "a", at(sl, f"row0 + {i * FRAG_M}u", "m", k0), f"{FRAG_K}u"
+                    ),
+                    lambda sl, j: _right(
+                        "b", at(sl, f"col0 + {j * FRAG_N}u", "n", k0), f"{FRAG_K}u"
+                    ),
+                )
+
+            left, right = loads("k0")
+            if t.prefetch:  # this step's fragments in vars, the next step's loaded first
+                lines[-1:-1] = _fragments(t.tm, t.tn, s, *loads("0u"), "    ", "var ")
+                lines.append(f"{indent}let kn = min(k0 + {FRAG_K}u, k - {FRAG_K}u);")
+                lines += _fragments(t.tm, t.tn, s, *loads("kn"), indent, prefix="n")
+                lines += _products(acc, indent)
+                lines += [
+                    f"{indent}{v}{sl}_{x} = n{v}{sl}_{x};"
+                    for v, count in (("l", t.tm), ("r", t.tn))
+                    for sl in range(s)
+                    for x in range(count)
+                ]
+                lines.append("    }")
+                lines += _stores(
+                    acc, lambda i: f"row0 + {i * FRAG_M}u", lambda j: f"col0 + {j * FRAG_N}u"
+                )
+                lines.append("}")
+                return "\n".join(lines) + "\n"
         else:
             left = lambda sl, i: _left(  # noqa: E731
                 "a", f"{sl}u * m * k + (row0 + {i * FRAG_M}u) * k + k0", "k"
@@ -442,6 +487,8 @@ def ozaki_numpy(a: np.ndarray, b: np.ndarray, slices: int) -> np.ndarray:
 
 
 CONFIGS: list[Mma | Shared] = [
+    Mma(4, 4, packed=True, prefetch=True),
+    Mma(4, 2, packed=True, prefetch=True),
     Shared(4, 4, 2, 2),
     Shared(4, 4, 2, 2, ks=1),
     Shared(2, 4, 4, 2),
@@ -462,8 +509,11 @@ CONFIGS: list[Mma | Shared] = [
 ]
 
 
-async def open_device() -> Device:
-    """Dawn with allow_unsafe_apis (the feature is experimental) and the feature."""
+async def open_device(toggles: list[str]) -> Device:
+    """Dawn with allow_unsafe_apis (the feature is experimental) and the feature; `toggles`:
+    Dawn device toggles to enable (vulkan_use_cooperative_matrix_robust_access: no bounds
+    clamping of fragment loads where the driver's own robust access covers them;
+    disable_robustness: no bounds checks at all, for the ceiling)."""
     from wgpudawn.backends.dawn import extras  # type: ignore[import-not-found]
 
     # before native.load, whose own toggles (the same timestamp one) then find the instance
@@ -477,8 +527,11 @@ async def open_device() -> Device:
     print("configs:", extras.get_adapter_properties(adapter).get("subgroup_matrix_configs"))
     have = {spec: adapter.limits[name] for spec, name in native._LIMIT_NAMES.items()}
     required = {native._LIMIT_NAMES[k]: v for k, v in device_limits(have).items()}
-    device = adapter.request_device_sync(
-        required_features=[FEATURE, "subgroups", "timestamp-query"], required_limits=required
+    device = extras.request_device_sync(
+        adapter,
+        required_features=[FEATURE, "subgroups", "timestamp-query"],
+        required_limits=required,
+        enable_toggles=toggles,
     )
     return native.NativeDevice(gpu, "dawn", adapter, device)
 
@@ -587,9 +640,11 @@ async def main() -> None:
     ap.add_argument("--check-size", type=positive_int, default=256)
     ap.add_argument("--runs", type=positive_int, default=10)
     ap.add_argument("--gemm-only", action="store_true", help="no emulated float32 GEMM")
+    ap.add_argument("--toggle", action="append", default=[], help="a Dawn device toggle to enable")
     ap.add_argument("--pipe-only", action="store_true", help="the MMA pipe alone, then stop")
     args = ap.parse_args()
-    dev = await open_device()
+    dev = await open_device(args.toggle)
+    print("toggles:", args.toggle)
     print(dev.adapter_info)
     for frags in (1, 2, 4):
         try:
