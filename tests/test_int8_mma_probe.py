@@ -1,17 +1,21 @@
 """scripts/int8_mma_probe.py (docs/results-h200.md quotes it): its float32 GEMM emulated on
 int8 products is as exact as it claims, in its NumPy model and in its slicing and combining
-kernels on this adapter, and the check fails a slip planted in them. The int8 products
-themselves need a GPU with Dawn's subgroup matrices: the probe checks them there against
-NumPy's exact product before timing them."""
+kernels on this adapter, and the check fails a slip planted in them; without the feature
+it says so and exits. The int8 products themselves need a GPU with Dawn's subgroup
+matrices: the probe checks them there against NumPy's exact product before timing them."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from py_harness.host.runtimes.registry import dawn_environment
 from tests.fakes import own_thread, script_module
+from tests.native_child import ROOT
 
 
 def _error(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
@@ -79,3 +83,18 @@ def test_slicing_and_combining_kernels_match_the_model_and_a_slip_fails() -> Non
     bad = _error(own_thread(asyncio.run, emulated(slip)), a, b)
     f32 = _error(a @ b.T, a, b)
     assert good < f32 < bad, (good, f32, bad)
+
+
+@pytest.mark.needs_runtime("dawn")
+def test_without_the_feature_it_says_which_and_exits() -> None:
+    # Dawn here runs on SwiftShader, which has no subgroup matrices
+    run = subprocess.run(
+        [sys.executable, "scripts/int8_mma_probe.py", "--pipe-only"],
+        capture_output=True,
+        text=True,
+        env=dawn_environment(),
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert run.returncode != 0
+    assert "no chromium-experimental-subgroup-matrix" in run.stderr, run.stderr[-2000:]
