@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from py_harness.gpu import native
-from py_harness.gpu.device import ComputePass, Device, device_limits
+from py_harness.gpu.device import ComputePass, Device
 from py_harness.host.arg_types import positive_int
 from py_harness.shaders import ShaderModuleSource
 from py_harness.timing import TimingPlan, time_passes
@@ -525,8 +525,7 @@ async def open_device(toggles: list[str]) -> Device:
     if FEATURE not in adapter.features:
         raise SystemExit(f"{adapter.info['device']}: no {FEATURE} (a GPU with Dawn needs it)")
     print("configs:", extras.get_adapter_properties(adapter).get("subgroup_matrix_configs"))
-    have = {spec: adapter.limits[name] for spec, name in native._LIMIT_NAMES.items()}
-    required = {native._LIMIT_NAMES[k]: v for k, v in device_limits(have).items()}
+    required = native.required_limits(adapter)
     device = extras.request_device_sync(
         adapter,
         required_features=[FEATURE, "subgroups", "timestamp-query"],

@@ -271,6 +271,12 @@ def _compile_message(module: ShaderModuleSource, text: str) -> str:
     return format_compile_messages(module, [msg]) + "\n" + text
 
 
+def required_limits(adapter: Any) -> dict[str, int]:
+    """The limits to request of a wgpu-py adapter (device_limits), under wgpu-py's names."""
+    have = {spec: adapter.limits[name] for spec, name in _LIMIT_NAMES.items()}
+    return {_LIMIT_NAMES[k]: v for k, v in device_limits(have).items()}
+
+
 async def request_device(
     power_preference: str = "high-performance", implementation: str = "wgpu"
 ) -> NativeDevice:
@@ -281,9 +287,7 @@ async def request_device(
         raise NoAdapterError(f"{gpu.__name__}: {exc}") from None
     if adapter is None:
         raise NoAdapterError(f"{gpu.__name__} found no Vulkan/Metal/D3D12 adapter")
-    have = {spec: adapter.limits[name] for spec, name in _LIMIT_NAMES.items()}
-    want = device_limits(have)
-    required = {_LIMIT_NAMES[k]: v for k, v in want.items()}
+    required = required_limits(adapter)
     features = [f for f in ("timestamp-query",) if f in adapter.features]
     options = {"required_limits": required, "required_features": features}
     info = dict(adapter.info)
