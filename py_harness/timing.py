@@ -16,6 +16,7 @@ from typing import Any
 from .config import AttentionConfig
 from .gpu.device import Bytes, ComputePass, Device
 from .runner import AttentionRunner, Split, create_buffers
+from .shaders import ShaderModuleSource
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,47 @@ async def time_passes(dev: Device, passes: list[ComputePass], plan: TimingPlan) 
         "wall_ms": statistics.median(wall),
         "dispatch_overhead_ms": statistics.median(w - g for w, g in zip(wall, gpu, strict=True)),
     }
+
+
+async def run_kernel(
+    dev: Device,
+    code: str,
+    inputs: list[bytes],
+    out_bytes: list[int],
+    groups: tuple[int, int, int],
+    runs: int,
+    warmup: int = 0,
+) -> tuple[list[bytes], float]:
+    """One generated kernel (entry point `main`; the probes in scripts/) over storage buffers
+    bound in order: the inputs but the last read-only, an output of each size in out_bytes,
+    then the last input (its dimensions) read-only. Runs it once and reads the outputs back;
+    then, where runs > 0, times `runs` runs more after `warmup` (the first run warmed it up).
+    Returns the outputs' bytes and the median GPU ms (0 without runs); frees its buffers."""
+    *data, dims = inputs
+    n_in, n_out = len(data), len(out_bytes)
+    layout = tuple(
+        [(i, "read-only-storage") for i in range(n_in)]
+        + [(n_in + i, "storage") for i in range(n_out)]
+        + [(n_in + n_out, "read-only-storage")]
+    )
+    pipe = await dev.compute_pipeline(
+        ShaderModuleSource("probe", (("probe", code),)), "main", layout
+    )
+    bufs = {i: dev.create_buffer_with_data(d, ("STORAGE",), f"in{i}") for i, d in enumerate(data)}
+    for i, size in enumerate(out_bytes):
+        bufs[n_in + i] = dev.create_buffer(size, ("STORAGE", "COPY_SRC"), f"out{i}")
+    bufs[n_in + n_out] = dev.create_buffer_with_data(dims, ("STORAGE",), "dims")
+    pass_ = ComputePass(pipe, dev.create_bind_group(pipe, bufs), groups)
+    _, outs = await dev.run_and_read(
+        [pass_], [(bufs[n_in + i], n) for i, n in enumerate(out_bytes)]
+    )
+    ms = 0.0
+    if runs:
+        plan = TimingPlan(runs, warmup=warmup, warmup_ms=0)
+        ms = (await time_passes(dev, [pass_], plan))["ms"]
+    for buf in bufs.values():
+        dev.destroy_buffer(buf)
+    return [bytes(out) for out in outs], ms
 
 
 async def time_variant(

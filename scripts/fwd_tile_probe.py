@@ -19,13 +19,12 @@ import asyncio
 
 import numpy as np
 
-from py_harness.gpu.device import ComputePass, Device
+from py_harness.gpu.device import Device
 from py_harness.gpu.native import request_device
 from py_harness.host.arg_types import positive_int
 from py_harness.host.paths import SHADER_DIR
 from py_harness.host.wgsl_decls import function_source
-from py_harness.shaders import ShaderModuleSource
-from py_harness.timing import TimingPlan, time_passes
+from py_harness.timing import run_kernel
 
 # The fast kernels' register micro-kernels, taken from their file: the same fma chains.
 MICRO_KERNELS = function_source(
@@ -219,26 +218,16 @@ async def run(
 ) -> tuple[float, float]:
     """(max relative error of O and the LSE against float64, NaN above S = 1024; median GPU
     ms) of one block shape; `code` replaces the generated kernel (tests plant slips in it)."""
-    layout = tuple((i, "read-only-storage") for i in range(3)) + (
-        (3, "storage"),
-        (4, "storage"),
-        (5, "read-only-storage"),
-    )
-    code = code or forward_wgsl(tm, tn)
-    pipe = await dev.compute_pipeline(ShaderModuleSource("fwd", (("fwd", code),)), "main", layout)
     x = [rng.standard_normal((seq, heads, D), dtype=np.float32) for _ in range(3)]
     scale = np.float32(D**-0.5)
     dims = np.array([seq, heads, scale.view(np.uint32)], np.uint32)
-    bufs = {
-        i: dev.create_buffer_with_data(a.tobytes(), ("STORAGE",), f"in{i}") for i, a in enumerate(x)
-    }
-    bufs[3] = dev.create_buffer(4 * x[0].size, ("STORAGE", "COPY_SRC"), "o")
-    bufs[4] = dev.create_buffer(4 * seq * heads, ("STORAGE", "COPY_SRC"), "lse")
-    bufs[5] = dev.create_buffer_with_data(dims.tobytes(), ("STORAGE",), "dims")
-    group = dev.create_bind_group(pipe, bufs)
-    pass_ = ComputePass(pipe, group, (seq // ROWS, heads, 1))
-    _, (o, lse) = await dev.run_and_read(
-        [pass_], [(bufs[3], 4 * x[0].size), (bufs[4], 4 * seq * heads)]
+    (o, lse), ms = await run_kernel(
+        dev,
+        code or forward_wgsl(tm, tn),
+        [a.tobytes() for a in x] + [dims.tobytes()],
+        [4 * x[0].size, 4 * seq * heads],
+        (seq // ROWS, heads, 1),
+        runs,
     )
     err = float("nan")
     if seq <= 1024:
@@ -249,10 +238,6 @@ async def run(
             float(np.max(np.abs(got_o - want_o)) / np.max(np.abs(want_o))),
             float(np.max(np.abs(got_lse - want_lse)) / np.max(np.abs(want_lse))),
         )
-    plan = TimingPlan(runs, warmup=0, warmup_ms=0)  # the run above warmed it up
-    ms = (await time_passes(dev, [pass_], plan))["ms"]
-    for buf in bufs.values():
-        dev.destroy_buffer(buf)
     return err, ms
 
 

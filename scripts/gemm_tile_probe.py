@@ -25,13 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from py_harness.gpu.device import ComputePass, Device
+from py_harness.gpu.device import Device
 from py_harness.gpu.native import request_device
 from py_harness.host.arg_types import positive_int
 from py_harness.host.paths import SHADER_DIR
 from py_harness.host.wgsl_decls import function_source
-from py_harness.shaders import ShaderModuleSource
-from py_harness.timing import TimingPlan, time_passes
+from py_harness.timing import run_kernel
 
 
 @dataclass(frozen=True)
@@ -200,30 +199,14 @@ async def run(
     """(C, median GPU ms over runs) of one configuration on square A and B; `code` replaces
     the generated kernel (tests plant slips in it)."""
     m = n = k = len(a)
-    layout = (
-        (0, "read-only-storage"),
-        (1, "read-only-storage"),
-        (2, "storage"),
-        (3, "read-only-storage"),
+    (out,), ms = await run_kernel(
+        dev,
+        code or gemm_wgsl(t),
+        [a.tobytes(), b.tobytes(), np.array([m, n, k], np.uint32).tobytes()],
+        [4 * m * n],
+        (n // t.bn, m // t.bm, 1),
+        runs,
     )
-    pipe = await dev.compute_pipeline(
-        ShaderModuleSource("gemm", (("gemm", code or gemm_wgsl(t)),)), "main", layout
-    )
-    bufs = {
-        0: dev.create_buffer_with_data(a.tobytes(), ("STORAGE",), "a"),
-        1: dev.create_buffer_with_data(b.tobytes(), ("STORAGE",), "b"),
-        2: dev.create_buffer(4 * m * n, ("STORAGE", "COPY_SRC"), "c"),
-        3: dev.create_buffer_with_data(
-            np.array([m, n, k], np.uint32).tobytes(), ("STORAGE",), "dims"
-        ),
-    }
-    group = dev.create_bind_group(pipe, bufs)
-    pass_ = ComputePass(pipe, group, (n // t.bn, m // t.bm, 1))
-    _, (out,) = await dev.run_and_read([pass_], [(bufs[2], 4 * m * n)])
-    plan = TimingPlan(runs, warmup=0, warmup_ms=0)  # the run above warmed it up
-    ms = (await time_passes(dev, [pass_], plan))["ms"]
-    for buf in bufs.values():
-        dev.destroy_buffer(buf)
     return np.frombuffer(out, np.float32).reshape(m, n), ms
 
 

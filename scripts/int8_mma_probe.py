@@ -42,10 +42,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from py_harness.gpu import native
-from py_harness.gpu.device import ComputePass, Device
+from py_harness.gpu.device import Device
 from py_harness.host.arg_types import positive_int
-from py_harness.shaders import ShaderModuleSource
-from py_harness.timing import TimingPlan, time_passes
+from py_harness.timing import run_kernel
 
 FEATURE = "chromium-experimental-subgroup-matrix"
 FRAG_M, FRAG_N, FRAG_K = 16, 16, 32  # the i8 configuration the H200 offers
@@ -169,6 +168,7 @@ def mma_wgsl(t: Mma, slices: int = 1) -> str:
     s = slices
     acc, declarations = _accumulators(t.tm, t.tn, s)
     lines = [HEADER, BINDINGS]
+    swaps: list[str] = []  # prefetch: the next step's fragments become this one's
     if t.staged:
         chunk = t.ks * FRAG_K
         pitch = chunk + 16  # bytes per staged row: 16 more against bank conflicts
@@ -220,47 +220,48 @@ def mma_wgsl(t: Mma, slices: int = 1) -> str:
         indent = "        "
         if t.packed:  # fragment (row tile, K step) of slice sl at its index * FRAG_BYTES
 
-            def at(sl: int, first: str, rows: str, k0: str = "k0") -> str:
+            def at(sl: int, first: str, rows: str, k0: str) -> str:
                 tile = f"({sl}u * {rows} + {first}) / 16u"
                 return f"({tile} * (k / 32u) + {k0} / 32u) * {FRAG_BYTES}u"
 
-            def loads(k0: str):  # noqa: ANN202
-                return (
+            def fragments(k0: str, indent: str, new: str = "let ", prefix: str = "") -> list[str]:
+                return _fragments(
+                    t.tm,
+                    t.tn,
+                    s,
                     lambda sl, i: _left(
                         "a", at(sl, f"row0 + {i * FRAG_M}u", "m", k0), f"{FRAG_K}u"
                     ),
                     lambda sl, j: _right(
                         "b", at(sl, f"col0 + {j * FRAG_N}u", "n", k0), f"{FRAG_K}u"
                     ),
+                    indent,
+                    new,
+                    prefix,
                 )
 
-            left, right = loads("k0")
             if t.prefetch:  # this step's fragments in vars, the next step's loaded first
-                lines[-1:-1] = _fragments(t.tm, t.tn, s, *loads("0u"), "    ", "var ")
+                lines[-1:-1] = fragments("0u", "    ", "var ")
                 lines.append(f"{indent}let kn = min(k0 + {FRAG_K}u, k - {FRAG_K}u);")
-                lines += _fragments(t.tm, t.tn, s, *loads("kn"), indent, prefix="n")
-                lines += _products(acc, indent)
-                lines += [
+                lines += fragments("kn", indent, prefix="n")
+                swaps = [
                     f"{indent}{v}{sl}_{x} = n{v}{sl}_{x};"
                     for v, count in (("l", t.tm), ("r", t.tn))
                     for sl in range(s)
                     for x in range(count)
                 ]
-                lines.append("    }")
-                lines += _stores(
-                    acc, lambda i: f"row0 + {i * FRAG_M}u", lambda j: f"col0 + {j * FRAG_N}u"
-                )
-                lines.append("}")
-                return "\n".join(lines) + "\n"
+            else:
+                lines += fragments("k0", indent)
         else:
-            left = lambda sl, i: _left(  # noqa: E731
-                "a", f"{sl}u * m * k + (row0 + {i * FRAG_M}u) * k + k0", "k"
+            lines += _fragments(
+                t.tm,
+                t.tn,
+                s,
+                lambda sl, i: _left("a", f"{sl}u * m * k + (row0 + {i * FRAG_M}u) * k + k0", "k"),
+                lambda sl, j: _right("b", f"{sl}u * n * k + (col0 + {j * FRAG_N}u) * k + k0", "k"),
+                indent,
             )
-            right = lambda sl, j: _right(  # noqa: E731
-                "b", f"{sl}u * n * k + (col0 + {j * FRAG_N}u) * k + k0", "k"
-            )
-        lines += _fragments(t.tm, t.tn, s, left, right, indent)
-    lines += _products(acc, indent)
+    lines += _products(acc, indent) + swaps
     if t.staged:
         lines.append("        }")
     lines.append("    }")
@@ -398,13 +399,14 @@ async def mma_only(dev: Device, frags: int, steps: int, groups: int, runs: int) 
     a = rng.integers(-128, 128, frags * FRAG_M * FRAG_K, dtype=np.int8)
     b = rng.integers(-128, 128, frags * FRAG_N * FRAG_K, dtype=np.int8)
     out = 4 * groups * frags * frags * FRAG_M * FRAG_N
-    _, ms = await dispatch(
+    _, ms = await run_kernel(
         dev,
         mma_only_wgsl(frags, steps),
         [a.tobytes(), b.tobytes(), dims(0)],
         [out],
         (groups, 1, 1),
         runs,
+        warmup=1,
     )
     ops = 2 * FRAG_M * FRAG_N * FRAG_K * frags * frags * steps * groups
     return ops / (ms * 1e-3) / 1e12
@@ -535,38 +537,6 @@ async def open_device(toggles: list[str]) -> Device:
     return native.NativeDevice(gpu, "dawn", adapter, device)
 
 
-async def dispatch(
-    dev: Device, code: str, inputs: list[bytes], out_bytes: list[int], groups: tuple, runs: int
-) -> tuple[list[bytes], float]:
-    """Run one kernel: read-only inputs then read-write outputs, in binding order except
-    the last input (dims), bound last. Returns the outputs' bytes and its median GPU ms."""
-    *data, dims = inputs
-    n_in = len(data)
-    layout = tuple(
-        [(i, "read-only-storage") for i in range(n_in)]
-        + [(n_in + i, "storage") for i in range(len(out_bytes))]
-        + [(n_in + len(out_bytes), "read-only-storage")]
-    )
-    pipe = await dev.compute_pipeline(
-        ShaderModuleSource("probe", (("probe", code),)), "main", layout
-    )
-    bufs = {i: dev.create_buffer_with_data(d, ("STORAGE",), f"in{i}") for i, d in enumerate(data)}
-    for i, size in enumerate(out_bytes):
-        bufs[n_in + i] = dev.create_buffer(size, ("STORAGE", "COPY_SRC"), f"out{i}")
-    bufs[n_in + len(out_bytes)] = dev.create_buffer_with_data(dims, ("STORAGE",), "dims")
-    group = dev.create_bind_group(pipe, bufs)
-    pass_ = ComputePass(pipe, group, groups)
-    _, outs = await dev.run_and_read(
-        [pass_], [(bufs[n_in + i], size) for i, size in enumerate(out_bytes)]
-    )
-    ms = 0.0
-    if runs:
-        ms = (await time_passes(dev, [pass_], TimingPlan(runs, warmup=1, warmup_ms=0)))["ms"]
-    for buf in bufs.values():
-        dev.destroy_buffer(buf)
-    return [bytes(out) for out in outs], ms
-
-
 def dims(*values: int) -> bytes:
     return np.array([*values, 0, 0, 0][:4], np.uint32).tobytes()
 
@@ -581,13 +551,14 @@ async def int8_gemm(dev: Device, t: Mma | Shared, size: int, rng: np.random.Gene
     a = rng.integers(-128, 128, (size, size), dtype=np.int8)
     b = rng.integers(-128, 128, (size, size), dtype=np.int8)
     pa, pb = (pack(x) if t.packed else x for x in (a, b))
-    (c,), ms = await dispatch(
+    (c,), ms = await run_kernel(
         dev,
         kernel_wgsl(t),
         [pa.tobytes(), pb.tobytes(), dims(size, size, size)],
         [4 * size * size],
         (size // t.bn, size // t.bm, 1),
         runs,
+        warmup=1,
     )
     return np.frombuffer(c, np.int32).reshape(size, size), a, b, ms
 
@@ -601,34 +572,37 @@ async def emulated_gemm(
     packed = {}
     for name, x in (("a", a), ("b", b)):
         rows = len(x)
-        (q, e), ms[f"slice {name}"] = await dispatch(
+        (q, e), ms[f"slice {name}"] = await run_kernel(
             dev,
             SLICE_WGSL,
             [x.tobytes(), dims(rows, k, slices)],
             [slices * rows * k, 4 * rows],
             ((rows + 63) // 64, 1, 1),
             runs,
+            warmup=1,
         )
         if t.packed:  # the products' layout, fragment by fragment (done here, untimed)
             sliced = np.frombuffer(q, np.int8).reshape(slices, rows, k)
             q = np.concatenate([pack(x) for x in sliced]).tobytes()
         packed[name] = (q, e)
-    (acc,), ms["int8 products"] = await dispatch(
+    (acc,), ms["int8 products"] = await run_kernel(
         dev,
         kernel_wgsl(t, slices),
         [packed["a"][0], packed["b"][0], dims(m, n, k)],
         [4 * slices * m * n],
         (n // t.bn, m // t.bm, 1),
         runs,
+        warmup=1,
     )
     groups = (m * n + 255) // 256
-    (c,), ms["combine"] = await dispatch(
+    (c,), ms["combine"] = await run_kernel(
         dev,
         COMBINE_WGSL,
         [acc, packed["a"][1], packed["b"][1], dims(m, n, slices)],
         [4 * m * n],
         (min(groups, 65535), (groups + 65534) // 65535, 1),
         runs,
+        warmup=1,
     )
     return np.frombuffer(c, np.float32).reshape(m, n), ms
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from py_harness.host.runtimes.registry import dawn_environment
+from py_harness.timing import run_kernel
 from tests.fakes import own_thread, script_module
 from tests.native_child import ROOT
 
@@ -55,7 +56,7 @@ def test_slicing_and_combining_kernels_match_the_model_and_a_slip_fails() -> Non
         dev = await request_device()
         cut = {}
         for name, x in (("a", a), ("b", b)):
-            (q, e), _ = await probe.dispatch(
+            (q, e), _ = await run_kernel(
                 dev,
                 slice_code,
                 [x.tobytes(), probe.dims(size, size, slices)],
@@ -69,7 +70,7 @@ def test_slicing_and_combining_kernels_match_the_model_and_a_slip_fails() -> Non
         acc = np.stack(
             [sum(qa[i] @ qb[t - i].T for i in range(t + 1)) for t in range(slices)]
         ).astype(np.int32)
-        (c,), _ = await probe.dispatch(
+        (c,), _ = await run_kernel(
             dev,
             probe.COMBINE_WGSL,
             [acc.tobytes(), cut["a"][1], cut["b"][1], probe.dims(size, size, slices)],
