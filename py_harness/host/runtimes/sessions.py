@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import json
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,6 +33,12 @@ INLINE_REQUEST_MAX = 256 * 2**10
 # LSE (q's divided by head_dim: as large as q at head_dim 1), so at most twice its inputs
 # (q, k, v; 1.5 times with d_out, q's size again).
 REPLY_TEXT_MAX = 2**20
+# The entry that brings up a page's WebGPU device and runs no kernel. A renderer that
+# crashes in it crashed on its own (Chromium did once in a CI run's hundreds of page
+# starts, at a new page's first call), so that call is made once more on a fresh page,
+# with a PageCrashWarning that carries the crash's words. A crash in any other entry fails
+# the call: a kernel or a case may be its cause, and that is a verdict.
+RETRIED_AFTER_CRASH = frozenset({"adapter"})
 
 
 class PageError(RuntimeError):
@@ -41,6 +48,10 @@ class PageError(RuntimeError):
         super().__init__(f"{entry} failed in the page:\n{message}")
         self.page_message = message
         self.page_stack = stack
+
+
+class PageCrashWarning(UserWarning):
+    """A page crashed in a call that runs no kernel, and the call was made again."""
 
 
 class Session(Protocol):
@@ -226,6 +237,21 @@ class BrowserSession(PageSession):
             self.page = None
 
     def _run(self, entry: str, function: str, *args: str | None) -> str:
+        try:
+            return self._run_once(entry, function, *args)
+        except PageError as exc:
+            if not (self._crashed and entry in RETRIED_AFTER_CRASH):
+                raise
+            warnings.warn(
+                PageCrashWarning(
+                    f"{self.runtime}'s page crashed in {entry!r}, which runs no kernel; made "
+                    f"the call again on a fresh page. {exc.page_message}"
+                ),
+                stacklevel=2,
+            )
+        return self._run_once(entry, function, *args)
+
+    def _run_once(self, entry: str, function: str, *args: str | None) -> str:
         from playwright.sync_api import Error as PlaywrightError
 
         if self.page is None or self._crashed:
