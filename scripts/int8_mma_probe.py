@@ -2,16 +2,18 @@
 GEMM emulated on them (the Ozaki scheme) costs and keeps.
 
 WGSL's only way to the tensor cores is Dawn's experimental extension
-`chromium_experimental_subgroup_matrix` (behind the `allow_unsafe_apis` toggle); on the H100
-and H200 it offers 8-bit configurations only (i8/u8 inputs, i32/u32 results: M 16, N 16 or
-8, K 32), no f16 or f32 (docs/runtimes.md). An integer product is exact, so a float32 GEMM
-can be rebuilt from several int8 ones (Ozaki et al.): each row of A (and of B, for C = A
-B^T) is scaled by a power of two to below 1 and cut into S slices of 7 bits, q_0 2^-6 + q_1
-2^-13 + ... with integers |q| <= 64; then C = 2^(ea + eb) * sum over slice pairs (i, j) of
-2^(-12 - 7 (i + j)) (Q_i Q'_j^T), each Q_i Q'_j^T exact in int32. Pairs with i + j >= S fall
-below the slices' own rounding and are left out, and the pairs of one i + j share one int32
-accumulator (same scale, exact sum): S (S + 1) / 2 int8 products per float32 product, S
-accumulators. S = 4 keeps 28 bits of each row's largest element, more than float32's 24.
+`chromium_experimental_subgroup_matrix` (behind the `allow_unsafe_apis` toggle); on the
+H100 and H200 it offers 8-bit configurations only (i8/u8 inputs, i32/u32 results: M 16, N
+16 or 8, K 32), no f16 or f32: Dawn holds f16 back on NVIDIA drivers before 615.71
+(scripts/tensor_core_features.py, docs/runtimes.md). An integer product is exact, so a
+float32 GEMM can be rebuilt from several int8 ones (Ozaki et al.): each row of A (and of B,
+for C = A B^T) is scaled by a power of two to below 1 and cut into S slices of 7 bits, q_0
+2^-6 + q_1 2^-13 + ... with integers |q| <= 64; then C = 2^(ea + eb) * sum over slice pairs
+(i, j) of 2^(-12 - 7 (i + j)) (Q_i Q'_j^T), each Q_i Q'_j^T exact in int32. Pairs with i +
+j >= S fall below the slices' own rounding and are left out, and the pairs of one i + j
+share one int32 accumulator (same scale, exact sum): S (S + 1) / 2 int8 products per
+float32 product, S accumulators. S = 4 keeps 28 bits of each row's largest element, more
+than float32's 24.
 
     python3 scripts/int8_mma_probe.py [--size 4096] [--runs 10] [--check-size 256]
                                       [--pipe-only | --gemm-only] [--toggle TOGGLE]
