@@ -2,15 +2,20 @@
 
 Not a full cross product. `smoke=True` marks the fast subset; `long=True` the cases too
 slow for CPU adapters in CI (run by `check --long`, `pytest --long`, and on GPUs). Ids read
-like the case, e.g. `d59-sq113-sk203-gqa6x2-causal`. Sizes are chosen for SwiftShader on
-2 CPU cores (about 0.15-0.8 GFLOP/s): the matrix without the long cases is about a GFLOP.
+like the case, e.g. `d59-sq113-sk203-gqa6x2-causal`, and parse back (`parse_id`, for
+`--case ID` outside the matrix). Sizes are chosen for SwiftShader on 2 CPU cores (about
+0.15-0.8 GFLOP/s): the matrix without the long cases is about a GFLOP.
 """
 
 from __future__ import annotations
 
+import difflib
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from decimal import Decimal
 
-from ...config import AttentionConfig, cu_seqlens
+from ...config import AttentionConfig, ConfigError, cu_seqlens, validate
 
 MASK_KINDS = ("none", "full", "batch", "keypad", "rows-inf", "rows-1e30")
 # ALiBi slopes: none, one per head ([H]), or one per batch element and head ([B, H])
@@ -38,13 +43,21 @@ def alibi_shape(kind: str, batch: int, num_heads: int) -> tuple[int, ...] | None
     return {"none": None, "head": (num_heads,), "batch": (batch, num_heads)}[kind]
 
 
+def _decimal(x: float) -> str:
+    """x in positional notation with the fewest digits that read back as x (2.5, 10, 0.17:
+    what `:g` gave for the matrix's values), never an exponent, whose '-' (1e-05) an id
+    could not hold, nor a rounding (`:g` keeps 6 digits) that would name another case."""
+    text = format(Decimal(repr(float(x))), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 @dataclass(frozen=True)
 class Case:
     head_dim: int
     seq_q: int
     seq_k: int
     num_heads: int = 4
-    num_kv_heads: int = 4
+    num_kv_heads: int | None = None  # None: as many as num_heads (MHA); an int once made
     batch: int = 1
     causal: bool = False
     bottom_right: bool = False  # causal_offset = seq_k - seq_q
@@ -74,8 +87,66 @@ class Case:
     lens_q: tuple[int, ...] = ()
     lens_k: tuple[int, ...] = ()
 
+    def __post_init__(self) -> None:
+        """Resolve num_kv_heads (None: MHA) and refuse a case that no configuration can be
+        made of, naming the field and the limit (ConfigError, a ValueError): here, where the
+        case is written, rather than later, when a variant refuses its config for another
+        reason (a case with 6 heads over the old default of 4 KV heads read as "does not
+        support gqa"). The other limits (head_dim, lengths, windows) are config.validate's."""
+        if self.num_kv_heads is None:
+            object.__setattr__(self, "num_kv_heads", self.num_heads)
+        for name in ("head_dim", "batch", "num_heads", "num_kv_heads"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, f"must be >= 1, got {getattr(self, name)}")
+        if self.num_kv_heads > self.num_heads:
+            raise ConfigError(
+                "num_kv_heads",
+                f"must be <= num_heads ({self.num_heads}), got {self.num_kv_heads}",
+            )
+        if self.num_heads % self.num_kv_heads:
+            raise ConfigError(
+                "num_kv_heads",
+                f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads "
+                f"({self.num_kv_heads})",
+            )
+        if self.mask not in MASK_KINDS:
+            raise ConfigError("mask", f"unknown {self.mask!r}; known: {', '.join(MASK_KINDS)}")
+        if self.alibi not in ALIBI_KINDS:
+            raise ConfigError("alibi", f"unknown {self.alibi!r}; known: {', '.join(ALIBI_KINDS)}")
+        if self.lens_q or self.lens_k:
+            self._check_lens()
+        else:
+            for name in ("seq_q", "seq_k"):
+                if getattr(self, name) < 1:
+                    raise ConfigError(name, f"must be >= 1, got {getattr(self, name)}")
+
+    def _check_lens(self) -> None:
+        """A variable-length batch: one length per sequence on each side, 0 allowed (a
+        sequence without queries or keys); seq_q / seq_k the longest. Not all 0 is
+        config.validate's (seq_q >= 1): random_cases draws such batches and relies on
+        validate to refuse them, after the case is made."""
+        for name, lens, seq in (("lens_q", self.lens_q, "seq_q"), ("lens_k", self.lens_k, "seq_k")):
+            if len(lens) != self.batch:
+                raise ConfigError(
+                    name, f"must hold batch = {self.batch} lengths, got {len(lens)}: {lens}"
+                )
+            if min(lens) < 0:
+                raise ConfigError(name, f"lengths must be >= 0, got {min(lens)}")
+            if getattr(self, seq) != max(lens):
+                raise ConfigError(
+                    seq, f"must be the longest of {name} ({max(lens)}), got {getattr(self, seq)}"
+                )
+
+    @classmethod
+    def parse(cls, case_id: str) -> Case:
+        """The case an id names (parse_id: id's inverse, flags the id lacks at defaults)."""
+        return parse_id(case_id)
+
     @property
     def id(self) -> str:
+        """The case as pytest's id and `--case`'s argument, e.g.
+        d59-sq113-sk203-gqa6x2-causal: parts joined by '-', none of which holds a '-' of
+        its own except causal-br, alibi-b and mask-<kind> (so parse_id reads it back)."""
         if self.lens_q:
             lens = ".".join(map(str, self.lens_q)), ".".join(map(str, self.lens_k))
             parts = [f"d{self.head_dim}", f"vq{lens[0]}", f"vk{lens[1]}"]
@@ -94,7 +165,7 @@ class Case:
         elif self.bottom_right:
             parts.append("br")
         if self.offset:
-            parts.append(f"off{self.offset}")
+            parts.append(f"off{self.offset}" if self.offset > 0 else f"offn{-self.offset}")
         if self.window:
             parts.append(f"win{self.window}")
         if self.window_left >= 0:
@@ -102,13 +173,13 @@ class Case:
         if self.window_right >= 0:
             parts.append(f"wr{self.window_right}")
         if self.softcap:
-            parts.append(f"cap{self.softcap:g}")
+            parts.append(f"cap{_decimal(self.softcap)}")
         if self.alibi != "none":
             parts.append("alibi" if self.alibi == "head" else "alibi-b")
         if self.mask != "none":
             parts.append(f"mask-{self.mask}")
         if self.dropout_p:
-            parts.append(f"drop{self.dropout_p:g}")
+            parts.append(f"drop{_decimal(self.dropout_p)}")
         if self.large_logits:
             parts.append("big")
         if self.shifted_scores:
@@ -482,11 +553,206 @@ def select(*, smoke: bool = False, long: bool = False) -> tuple[Case, ...]:
     return tuple(c for c in (SMOKE if smoke else CASES) if long or not c.long)
 
 
+class CaseIdError(ValueError):
+    """An id that names no valid case: "case id '<id>': <reason>" from parse_id, "no case
+    '<id>': <reason>" from by_id (which looked in the matrix first)."""
+
+    def __init__(self, case_id: str, reason: str, *, lead: str = "case id") -> None:
+        super().__init__(f"{lead} {case_id!r}: {reason}")
+        self.case_id, self.reason = case_id, reason
+
+
+# What parse_id reads, for its refusals.
+ID_SYNTAX = (
+    "an id is d<head_dim>-sq<seq_q>-sk<seq_k> (or vq<lens>-vk<lens>), then any of b<batch>, "
+    "h<heads>|gqa<H>x<Hkv>|mqa<H>x1, causal, causal-br, br, off<n>, offn<n>, win<n>, wl<n>, "
+    "wr<n>, cap<x>, alibi, alibi-b, mask-<kind>, drop<p>, big, shift"
+)
+
+_INT = "([0-9]{1,12})"  # 12 digits: past any limit, short of int()'s own (4300)
+_DEC = r"([0-9]+(?:\.[0-9]+)?)"  # _decimal's form: no sign, no exponent
+_LENS = r"([0-9]{1,12}(?:\.[0-9]{1,12})*)"
+
+
+def _lens(text: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in text.split("."))
+
+
+# Each one-token part: (slot, prefix, pattern after the prefix, form, what it takes, the
+# fields it sets from its groups). An id gives each slot once (h, gqa and mqa are one,
+# off and offn one); alibi[-b] and mask-<kind> span tokens and are read apart.
+_Fields = Callable[..., dict[str, object]]
+_PARTS: tuple[tuple[str, str, re.Pattern[str], str, str, _Fields], ...] = tuple(
+    (slot, prefix, re.compile(re.escape(prefix) + rest), form, takes, fields)
+    for slot, prefix, rest, form, takes, fields in (
+        ("d", "d", _INT, "d<head_dim>", "a whole number", lambda n: {"head_dim": int(n)}),
+        ("sq", "sq", _INT, "sq<seq_q>", "a whole number", lambda n: {"seq_q": int(n)}),
+        ("sk", "sk", _INT, "sk<seq_k>", "a whole number", lambda n: {"seq_k": int(n)}),
+        ("vq", "vq", _LENS, "vq<lens>", "lengths joined by '.'", lambda t: {"lens_q": _lens(t)}),
+        ("vk", "vk", _LENS, "vk<lens>", "lengths joined by '.'", lambda t: {"lens_k": _lens(t)}),
+        ("b", "b", _INT, "b<batch>", "a whole number", lambda n: {"batch": int(n)}),
+        ("heads", "h", _INT, "h<heads>", "a whole number", lambda n: {"num_heads": int(n)}),
+        (
+            "heads",
+            "gqa",
+            f"{_INT}x{_INT}",
+            "gqa<H>x<Hkv>",
+            "two whole numbers",
+            lambda h, kv: {"num_heads": int(h), "num_kv_heads": int(kv)},
+        ),
+        (
+            "heads",
+            "mqa",
+            f"{_INT}x1",
+            "mqa<H>x1",
+            "a whole number, then x1",
+            lambda h: {"num_heads": int(h), "num_kv_heads": 1},
+        ),
+        ("causal", "causal", "", "causal", "nothing", lambda: {"causal": True}),
+        ("br", "br", "", "br", "nothing", lambda: {"bottom_right": True}),
+        (
+            "off",
+            "off",
+            _INT,
+            "off<n>",
+            "a whole number (offn<n>: -n)",
+            lambda n: {"offset": int(n)},
+        ),
+        ("off", "offn", _INT, "offn<n>", "a whole number", lambda n: {"offset": -int(n)}),
+        ("win", "win", _INT, "win<n>", "a whole number", lambda n: {"window": int(n)}),
+        ("wl", "wl", _INT, "wl<n>", "a whole number", lambda n: {"window_left": int(n)}),
+        ("wr", "wr", _INT, "wr<n>", "a whole number", lambda n: {"window_right": int(n)}),
+        ("cap", "cap", _DEC, "cap<x>", "a number like 2.5", lambda x: {"softcap": float(x)}),
+        ("drop", "drop", _DEC, "drop<p>", "a number like 0.17", lambda p: {"dropout_p": float(p)}),
+        ("big", "big", "", "big", "nothing", lambda: {"large_logits": True}),
+        ("shift", "shift", "", "shift", "nothing", lambda: {"shifted_scores": True}),
+    )
+)
+
+# Which part to name when the case or its config refuses a field.
+_FIELD_SLOTS = {
+    "head_dim": ("d",),
+    "seq_q": ("sq", "vq"),
+    "seq_k": ("sk", "vk"),
+    "lens_q": ("vq",),
+    "lens_k": ("vk",),
+    "cu_seqlens_q": ("vq",),
+    "cu_seqlens_k": ("vk",),
+    "batch": ("b", "vq"),
+    "num_heads": ("heads",),
+    "num_kv_heads": ("heads",),
+    "batch * num_heads": ("heads", "b", "vq"),
+    "causal_offset": ("off", "br"),
+    "window": ("win", "wl", "wr"),
+    "window_left": ("wl",),
+    "window_right": ("wr",),
+    "softcap": ("cap",),
+    "alibi": ("alibi",),
+    "alibi_slopes": ("alibi",),
+    "mask": ("mask",),
+    "dropout_p": ("drop",),
+}
+
+
+def _read_part(case_id: str, tokens: list[str], i: int) -> tuple[str, str, dict[str, object], int]:
+    """The part that starts at tokens[i]: (slot, its text, the fields it sets, the index of
+    the next token)."""
+    tok = tokens[i]
+    if tok == "alibi":
+        if tokens[i + 1 : i + 2] == ["b"]:
+            return "alibi", "alibi-b", {"alibi": "batch"}, i + 2
+        return "alibi", "alibi", {"alibi": "head"}, i + 1
+    if tok == "mask":
+        # kinds hold '-' (rows-inf): the longest that the next tokens spell
+        for kind in sorted(MASK_KINDS[1:], key=len, reverse=True):
+            words = kind.split("-")
+            if tokens[i + 1 : i + 1 + len(words)] == words:
+                return "mask", f"mask-{kind}", {"mask": kind}, i + 1 + len(words)
+        part = "-".join(tokens[i : i + 2])
+        kinds = ", ".join(f"mask-{k}" for k in MASK_KINDS[1:])
+        raise CaseIdError(case_id, f"unknown mask {part!r}; masks: {kinds}")
+    for slot, _, pattern, _, _, fields in _PARTS:
+        if m := pattern.fullmatch(tok):
+            return slot, tok, fields(*m.groups()), i + 1
+    # A known prefix with a bad number after it (sqx, h4.5, off): say what it takes. A
+    # one-letter prefix only before a digit, so that "bogus" is not read as b<batch>.
+    prefixes = [
+        (prefix, form, takes)
+        for _, prefix, _, form, takes, _ in _PARTS
+        if tok.startswith(prefix) and (len(prefix) > 1 or tok[1:2].isdigit())
+    ]
+    if prefixes:
+        _, form, takes = max(prefixes, key=lambda p: len(p[0]))
+        raise CaseIdError(case_id, f"bad part {tok!r}: {form} takes {takes}; {ID_SYNTAX}")
+    raise CaseIdError(case_id, f"unknown part {tok!r}; {ID_SYNTAX}")
+
+
+def parse_id(case_id: str) -> Case:
+    """The case an id names: Case.id's inverse. For every case c, parse_id(c.id) has c's id
+    and c's config (the seed aside, which no id holds); flags that no id holds (smoke, long,
+    repeat_backward, check_dropout_fraction, seed) take their defaults, as do the heads (h4)
+    where the id gives none. Parts may come in any order (by_id finds a matrix case
+    written so), each once.
+
+    Raises ValueError quoting the id and naming the first bad part, with what an id may
+    hold; also where the parts make no valid case (gqa6x4: 6 heads over 4 KV heads), as
+    Case or config.validate refuse it, naming the part and the field."""
+    tokens = case_id.split("-")
+    seen: dict[str, str] = {}  # slot -> the part that gave it
+    fields: dict[str, object] = {}
+    i = 0
+    while i < len(tokens):
+        slot, part, got, i = _read_part(case_id, tokens, i)
+        if slot in seen:
+            raise CaseIdError(
+                case_id, f"part {part!r} repeats {seen[slot]!r} (each part once); {ID_SYNTAX}"
+            )
+        dense, var = {"sq", "sk", "b"} & seen.keys(), {"vq", "vk"} & seen.keys()
+        if (slot in ("vq", "vk") and dense) or (slot in ("sq", "sk", "b") and var):
+            other = next(seen[s] for s in seen if s in dense | var)
+            raise CaseIdError(
+                case_id,
+                f"part {part!r} with {other!r}: a case is dense "
+                f"(sq<seq_q>-sk<seq_k>, b<batch>) or variable-length (vq<lens>-vk<lens>, the "
+                "batch their count), not both",
+            )
+        seen[slot] = part
+        fields.update(got)
+    needed = ["d"] + (["vq", "vk"] if {"vq", "vk"} & seen.keys() else ["sq", "sk"])
+    for slot in needed:
+        if slot not in seen:
+            form = next(form for s, _, _, form, _, _ in _PARTS if s == slot)
+            raise CaseIdError(case_id, f"missing {form}; {ID_SYNTAX}")
+    try:
+        if "vq" in seen:
+            lens_q, lens_k = fields.pop("lens_q"), fields.pop("lens_k")
+            case = varlen(fields.pop("head_dim"), lens_q, lens_k, **fields)  # type: ignore[arg-type]
+        else:
+            case = Case(**fields)  # type: ignore[arg-type]
+        validate(case.config())
+    except ConfigError as exc:
+        part = next((seen[s] for s in _FIELD_SLOTS.get(exc.argument, ()) if s in seen), None)
+        where = f"part {part!r}: " if part else ""
+        raise CaseIdError(case_id, f"{where}{exc}") from None
+    return case
+
+
+_BY_ID: dict[str, Case] = {c.id: c for c in CASES}
+
+
 def by_id(case_id: str) -> Case:
-    for case in CASES:
-        if case.id == case_id:
-            return case
-    raise KeyError(f"no case {case_id!r}; known: {[c.id for c in CASES]}")
+    """The matrix case of this id, with its flags (smoke, repeat_backward, ...); else the
+    case the id names (parse_id), an ad-hoc one unless it is a matrix case written another
+    way. ValueError for an id that names none, with the nearest matrix ids."""
+    if (case := _BY_ID.get(case_id)) is not None:
+        return case
+    try:
+        case = parse_id(case_id)
+    except CaseIdError as exc:
+        near = difflib.get_close_matches(case_id, _BY_ID, n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise CaseIdError(case_id, f"{exc.reason}{hint}", lead="no case") from None
+    return _BY_ID.get(case.id, case)
 
 
 def with_seed(case: Case, seed: int) -> Case:

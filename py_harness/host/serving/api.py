@@ -278,9 +278,12 @@ def _case(case_id: str) -> Case:
     if not case_id:
         raise ApiError(HTTPStatus.BAD_REQUEST, "case: missing (a matrix case id)")
     try:
-        return by_id(case_id)
-    except KeyError as exc:
-        raise ApiError(HTTPStatus.NOT_FOUND, str(exc.args[0])) from None
+        case = by_id(case_id)
+    except ValueError as exc:
+        raise ApiError(HTTPStatus.NOT_FOUND, str(exc)) from None
+    if case not in CASES:  # an ad-hoc id's sizes are the caller's: /api/inputs checks no cost
+        raise ApiError(HTTPStatus.NOT_FOUND, f"no case {case_id!r} in the matrix")
+    return case
 
 
 def _shapes(cfg: AttentionConfig) -> dict[str, tuple[int, ...]]:

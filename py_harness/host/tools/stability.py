@@ -159,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for case in args.case:
             by_id(case)
-    except KeyError as err:
-        ap.error(f"--case: {err.args[0]}")
+    except ValueError as err:
+        ap.error(f"--case: {err}")
     if why := cannot_write(args.out):
         ap.error(f"--out: {why}")
     runs = []
