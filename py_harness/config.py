@@ -427,7 +427,7 @@ def whole_vec4s(floats: int) -> int:
 # ---- buffers, by the role a kernel binds them in ------------------------------------------
 # The host sends HOST_INPUTS and reads back OUTPUTS, always as these separate tensors
 # (cfg.shapes()). A variant may bind a packed role instead of its parts: the runner builds
-# a packed input from its parts and splits a packed gradient back into its parts (packing.py
+# a packed input from its parts and splits a packed gradient back into its parts (layouts.py
 # has the layouts). params is the uniform struct (params.py); stats the backward's scratch.
 HOST_INPUTS = ("q", "k", "v", "d_out", "mask", "alibi_slopes")
 OUTPUTS = ("o", "lse", "dq", "dk", "dv")

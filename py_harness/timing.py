@@ -15,8 +15,10 @@ from typing import Any
 
 from .config import AttentionConfig
 from .gpu.device import Bytes, ComputePass, Device
-from .runner import AttentionRunner, Split, create_buffers
+from .run_plan import RunPlan, Split
+from .runner import AttentionRunner, create_buffers
 from .shaders import ShaderModuleSource
+from .variant import Kernel
 
 
 @dataclass(frozen=True)
@@ -112,10 +114,16 @@ async def time_variant(
     dev = runner.device
     chosen = runner.variant.for_head_dim(cfg.head_dim, dev.limits)
     split = Split.of(chosen, cfg, dev.limits)
-    bufs = create_buffers(dev, cfg, tensors, split, chosen)
+    run = RunPlan.of(chosen, cfg, split, dev.limits)
+    bufs = create_buffers(dev, cfg, tensors, split, chosen, run)
+
+    async def timed(kernels: tuple[Kernel, ...]) -> dict | None:
+        passes = await runner.passes(cfg, kernels, bufs, split, run)
+        return await time_passes(dev, passes, plan) if kernels else None
+
     try:
-        fwd = await time_passes(dev, await runner.passes(cfg, (chosen.forward,), bufs, split), plan)
-        bwd = await time_passes(dev, await runner.passes(cfg, chosen.backward, bufs, split), plan)
+        fwd = await timed(chosen.forward_passes)
+        bwd = await timed(chosen.backward)
     finally:
         dev.release_buffers(list(bufs.values()))
     # One full case on new buffers (as a matrix of different shapes runs: so the buffers
@@ -141,4 +149,5 @@ async def _case_overhead(
     t0 = time.perf_counter()
     result = await runner.run(cfg, tensors)
     wall = (time.perf_counter() - t0) * 1e3
-    return wall, wall - result.timings_ms["forward_ms"] - result.timings_ms["backward_ms"]
+    gpu = sum(result.timings_ms.get(k, 0.0) for k in ("forward_ms", "backward_ms"))
+    return wall, wall - gpu

@@ -30,7 +30,10 @@ from .config import (
     tiles_are_whole,
     whole_vec4s,
 )
-from .params import DEFAULT_PARAMS, check_layout
+from .envelope import Envelope
+from .expr import Expr, Number, as_int, compile_expr
+from .layouts import Layout
+from .params import DEFAULT_PARAMS, SCOPE_NAMES, Field, check_layout, expression_scope, wgsl_type
 
 RO = "read-only-storage"  # GPUBufferBindingType names
 RW = "storage"
@@ -141,6 +144,35 @@ def binding_kind_error(role: str, kind: str) -> str | None:
     return None
 
 
+LSE_UNITS = ("ln", "log2", "none")  # Variant.lse
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A buffer of a variant's own that its passes share (a softmax matrix, row statistics,
+    D = rowsum(dO o O)): its size in 4-byte words by expression, and whether the kernels
+    need it zeroed before the first pass. One that need not be starts filled with NaN bits,
+    so a kernel that reads it before writing it fails instead of reading zeros by luck."""
+
+    size: Expr
+    zeroed: bool = False
+
+    def floats(self, scope: Mapping[str, Number]) -> int:
+        return as_int(self.size(scope), self.size.where, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"size": self.size.text, "zeroed": self.zeroed}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str) -> Scratch:
+        if not isinstance(d, dict) or "size" not in d or set(d) - {"size", "zeroed"}:
+            raise ConfigError(where, f"must be {{size = expr, zeroed = bool}}, got {d!r}")
+        zeroed = d.get("zeroed", False)
+        if not isinstance(zeroed, bool):
+            raise ConfigError(f"{where}.zeroed", f"must be true or false, got {zeroed!r}")
+        return cls(compile_expr(d["size"], SCOPE_NAMES, f"{where}.size"), zeroed)
+
+
 @dataclass(frozen=True)
 class Kernel:
     entry_point: str
@@ -152,8 +184,8 @@ class Kernel:
     # The sequence each workgroup tiles ("seq_q" or "seq_k"; workgroups along y =
     # ceil(rows / rows_per_workgroup)), or "slots": one workgroup per partial dQ sum, at
     # most one sum per rows_per_workgroup keys (Variant.dq_slots).
-    rows: str
-    heads: str  # "num_heads" or "kv_heads": workgroups along z = batch * heads
+    rows: str = "seq_q"
+    heads: str = "num_heads"  # "num_heads" or "kv_heads": workgroups along z = batch * heads
     rows_per_workgroup: int = 128
     # Head_dim columns per workgroup: workgroups along x = ceil(head_dim / this), each
     # computing its block of the output columns (0: one workgroup along x, all of them).
@@ -192,8 +224,53 @@ class Kernel:
     # lavapipe's loop limiter counts every pass of a loop, so the form moves the sizes it
     # can run there (judge/loop_budget.py counts either).
     rolled_loops: str = ""
+    # The dispatch's workgroups along x, y and z as expressions over the configuration
+    # (params.SCOPE_NAMES), e.g. ("ceil(seq_q / 64)", "num_heads", "batch"), for a kernel
+    # whose grid the rows / heads rule does not describe; empty: that rule (workgroups()).
+    grid: tuple[str, ...] = ()
+    # The kernel's own uniform structs by binding (each bound as role params): every field
+    # with the expression that gives its value (params.make_fields). A params binding not
+    # here holds the variant's `params` layout.
+    uniforms: dict[int, tuple[Field, ...]] = field(default_factory=dict)
+    # Pipeline-overridable constants (WGSL `override`) a run sets, by expression.
+    overrides: dict[str, str] = field(default_factory=dict)
+    # The most loop passes one invocation makes, over all its loops (each pass of each
+    # loop, plus one per loop reached), by expression: where a driver ends loops early
+    # (lavapipe, judge/limitations.py) the cases past it are named unsupported there
+    # instead of failing. "": not declared.
+    loop_passes: str = ""
 
     def __post_init__(self) -> None:
+        self._check_fields()
+        grid = self.grid
+        if not isinstance(grid, tuple) or len(grid) not in (0, 3):
+            raise ConfigError("grid", f"must be three expressions (x, y, z), got {grid!r}")
+        compiled = tuple(compile_expr(g, SCOPE_NAMES, f"grid[{i}]") for i, g in enumerate(grid))
+        object.__setattr__(self, "_grid", compiled)
+        object.__setattr__(self, "grid", tuple(g.text for g in compiled))  # TOML's ints: text
+        if not isinstance(self.overrides, dict) or not all(
+            isinstance(k, str) and _IDENT.fullmatch(k) for k in self.overrides
+        ):
+            raise ConfigError(
+                "overrides", f"must map WGSL identifiers to expressions, got {self.overrides!r}"
+            )
+        exprs = {
+            k: compile_expr(v, SCOPE_NAMES, f"overrides.{k}") for k, v in self.overrides.items()
+        }
+        object.__setattr__(self, "_overrides", exprs)
+        passes = (
+            compile_expr(self.loop_passes, SCOPE_NAMES, "loop_passes") if self.loop_passes else None
+        )
+        object.__setattr__(self, "_loop_passes", passes)
+        if not isinstance(self.uniforms, dict):
+            raise ConfigError("uniforms", f"must map bindings to fields, got {self.uniforms!r}")
+        for n, fields in self.uniforms.items():
+            if self.bindings.get(n, ("", ""))[0] != "params":
+                raise ConfigError("uniforms", f"binding {n} is not bound as params")
+            if not all(isinstance(f, Field) and wgsl_type(f.type) for f in fields):
+                raise ConfigError("uniforms", f"binding {n}: fields must be params.Field")
+
+    def _check_fields(self) -> None:
         if not isinstance(self.entry_point, str) or not _IDENT.fullmatch(self.entry_point):
             raise ConfigError("entry_point", f"must be a WGSL identifier, got {self.entry_point!r}")
         files = self.files
@@ -207,7 +284,7 @@ class Kernel:
         for n, (role, kind) in self.bindings.items():
             if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                 raise ConfigError("bindings", f"binding numbers are ints >= 0, got {n!r}")
-            if role not in ROLES:
+            if role not in ROLES and not (isinstance(role, str) and _IDENT.fullmatch(role)):
                 raise ConfigError(
                     "bindings", f"{n}: unknown role {role!r}; known: {', '.join(ROLES)}"
                 )
@@ -218,7 +295,7 @@ class Kernel:
             wrong = binding_kind_error(role, kind)
             if wrong:
                 raise ConfigError("bindings", f"{n}: {wrong}")
-            if role in seen:
+            if role in seen and role != "params":  # a kernel may have several uniform structs
                 raise ConfigError("bindings", f"{role} is bound twice ({seen[role]} and {n})")
             seen[role] = n
         if self.rows not in ROW_AXES:
@@ -254,13 +331,24 @@ class Kernel:
                 "rolled_loops", f"must be a WGSL identifier or empty, got {self.rolled_loops!r}"
             )
 
-    def constants(self, cfg: AttentionConfig | None, rolled: bool = False) -> dict[str, float]:
+    def constants(
+        self,
+        cfg: AttentionConfig | None,
+        rolled: bool = False,
+        scope: Mapping[str, Number] | None = None,
+    ) -> dict[str, float]:
         """The pipeline-overridable constants a run sets: whole_tiles true where cfg's tiles
         are whole, rolled_loops true where `rolled` (the adapter's choice, rolls_loops; 1.0:
         WebGPU passes every constant as a double, and Dawn for Node takes no other type); the
         module's defaults otherwise.
-        Without cfg (pipelines compiled ahead of a run), no whole tiles."""
+        Without cfg (pipelines compiled ahead of a run), no whole tiles; a kernel whose
+        overrides need a configuration is compiled with a run's only. scope: the run's
+        expression scope (params.expression_scope; computed from cfg where not given)."""
         constants = {}
+        if self._overrides and cfg is not None:
+            values = scope if scope is not None else _scope(cfg)
+            for name, expr in self._overrides.items():
+                constants[name] = float(expr(values))
         rows, cols = self.rows_per_workgroup, self.cols_per_workgroup
         if self.whole_tiles and cfg is not None and tiles_are_whole(cfg, rows, cols):
             constants[self.whole_tiles] = 1.0
@@ -276,13 +364,27 @@ class Kernel:
     def roles(self) -> tuple[str, ...]:
         return tuple(role for role, _ in self.bindings.values())
 
+    def passes_needed(self, scope: Mapping[str, Number]) -> int | None:
+        """loop_passes for a run (None: not declared)."""
+        e = self._loop_passes
+        return None if e is None else as_int(e(scope), f"{self.entry_point}.loop_passes", 0)
+
     def workgroups(
-        self, cfg: AttentionConfig, slots: int = 0, kv_parts: int = 1
+        self,
+        cfg: AttentionConfig,
+        slots: int = 0,
+        kv_parts: int = 1,
+        scope: Mapping[str, Number] | None = None,
     ) -> tuple[int, int, int]:
-        """The dispatch's workgroups along x, y and z; (0, 0, 0): the pass is not dispatched
-        (adds_kv_parts with one part)."""
+        """The dispatch's workgroups along x, y and z: the grid's expressions where the kernel
+        declares them (scope as constants() takes it), else the rows / heads rule; (0, 0, 0):
+        the pass is not dispatched (adds_kv_parts with one part)."""
         if self.adds_kv_parts and kv_parts < 2:
             return (0, 0, 0)
+        if self._grid:
+            values = scope if scope is not None else _scope(cfg, slots, kv_parts)
+            x, y, z = (as_int(g(values), f"{self.entry_point}.{g.where}", 0) for g in self._grid)
+            return (x, y, z)
         heads = getattr(cfg, self.heads)
         cols = math.ceil(cfg.head_dim / self.cols_per_workgroup) if self.cols_per_workgroup else 1
         if self.key_parts:
@@ -307,12 +409,16 @@ class Kernel:
             "whole_tiles": self.whole_tiles,
             "adds_kv_parts": self.adds_kv_parts,
             "rolled_loops": self.rolled_loops,
+            "grid": list(self.grid),
+            "uniforms": {str(n): [f.to_spec() for f in fs] for n, fs in self.uniforms.items()},
+            "overrides": dict(self.overrides),
+            "loop_passes": self.loop_passes,
         }
 
     @classmethod
     def from_dict(cls, d: Any, path: str = "kernel") -> Kernel:
         """A kernel from to_dict's form; errors name the field as `path.field`."""
-        required = ("entry_point", "files", "bindings", "rows", "heads")
+        required = ("entry_point", "files", "bindings")
         d = _fields(d, path, cls.__dataclass_fields__, required)
         with _nested(path):
             bindings = d["bindings"]
@@ -332,8 +438,8 @@ class Kernel:
                 d["entry_point"],
                 tuple(files) if isinstance(files, list) else files,
                 table,
-                d["rows"],
-                d["heads"],
+                d.get("rows", "seq_q"),
+                d.get("heads", "num_heads"),
                 d.get("rows_per_workgroup", 128),
                 d.get("cols_per_workgroup", 0),
                 d.get("key_parts", False),
@@ -342,6 +448,10 @@ class Kernel:
                 d.get("whole_tiles", ""),
                 d.get("adds_kv_parts", False),
                 d.get("rolled_loops", ""),
+                tuple(d.get("grid", ())),
+                _uniforms_from_dict(d.get("uniforms", {})),
+                d.get("overrides", {}),
+                d.get("loop_passes", ""),
             )
 
 
@@ -349,8 +459,11 @@ class Kernel:
 class Variant:
     name: str
     description: str
-    forward: Kernel
-    backward: tuple[Kernel, ...]  # dispatched in order, one compute pass each
+    # None: a backward-only variant, whose backward reads O and the LSE the host gives it
+    # (from the float64 reference, in the variant's layouts and units).
+    forward: Kernel | None
+    # dispatched in order, one compute pass each; empty: a forward-only variant
+    backward: tuple[Kernel, ...]
     required_limits: dict[str, int] = field(default_factory=dict)
     # Specialisations by head_dim, smallest bound first: a run with head_dim <= bound
     # dispatches the first one whose required_limits the device meets (e.g. tiles sized
@@ -360,14 +473,35 @@ class Variant:
     params: tuple[str, ...] = DEFAULT_PARAMS  # the uniform struct's fields, in order
     supports: frozenset[str] = SEED_FEATURES  # what a configuration may use
     max_head_dim: int = SEED_MAX_HEAD_DIM
+    # Each role's layout where it is not the canonical one (layouts.py).
+    layouts: dict[str, Layout] = field(default_factory=dict)
+    # The units of the LSE the forward writes: "ln" (natural log, the harness's), "log2",
+    # or "none" (the kernels produce none: it is not judged).
+    lse: str = "ln"
+    # The LSE derived from two scratch buffers the forward writes instead, the row maximum
+    # and the row sum of exponentials (LSE = max + log(sum), in the `lse` units), laid out
+    # as the LSE (layouts["lse"] or canonical).
+    lse_from: tuple[str, ...] = ()
+    # Buffers the passes share that are not tensors the harness knows (Scratch), by name:
+    # the role a binding names them by.
+    scratch: dict[str, Scratch] = field(default_factory=dict)
+    # The configurations the kernels claim to compute (None: any the rest allows).
+    envelope: Envelope | None = None
+    # Passes the forward run dispatches after `forward`, in order (a softmax pass, then
+    # one that multiplies by V, sharing a scratch buffer).
+    forward_after: tuple[Kernel, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise ConfigError("name", f"must be letters, digits, _ . - (got {self.name!r})")
         if not isinstance(self.description, str):
             raise ConfigError("description", f"must be a string, got {self.description!r}")
-        if not isinstance(self.backward, tuple) or not self.backward:
-            raise ConfigError("backward", "must list at least one kernel")
+        if not isinstance(self.backward, tuple):
+            raise ConfigError("backward", "must be a tuple of kernels")
+        if self.forward is None and not self.backward:
+            raise ConfigError("backward", "must list at least one kernel (or give a forward)")
+        if not isinstance(self.forward_after, tuple) or (self.forward_after and not self.forward):
+            raise ConfigError("forward_after", "passes after a forward need the forward")
         for name, value in self.required_limits.items():
             if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError("required_limits", f"{name!r}: must be an int, got {value!r}")
@@ -378,43 +512,120 @@ class Variant:
         mhd = self.max_head_dim
         if isinstance(mhd, bool) or not isinstance(mhd, int) or not 1 <= mhd <= MAX_HEAD_DIM:
             raise ConfigError("max_head_dim", f"must be an int in [1, {MAX_HEAD_DIM}], got {mhd!r}")
+        if self.lse not in LSE_UNITS:
+            raise ConfigError("lse", f"one of {', '.join(LSE_UNITS)}, got {self.lse!r}")
+        self._check_scratch()
         self._check_roles()
 
+    @property
+    def forward_passes(self) -> tuple[Kernel, ...]:
+        """The forward run's passes in dispatch order (none for a backward-only variant)."""
+        return (self.forward, *self.forward_after) if self.forward else ()
+
+    @property
+    def own_kernels(self) -> tuple[Kernel, ...]:
+        """The forward and the backward passes, in dispatch order."""
+        return (*self.forward_passes, *self.backward)
+
+    def _check_scratch(self) -> None:
+        for name, buf in self.scratch.items():
+            if not _IDENT.fullmatch(name) or name in ROLES:
+                raise ConfigError(
+                    f"scratch.{name}",
+                    f"a scratch buffer's name is a WGSL-style identifier that is not a role "
+                    f"({', '.join(ROLES)})",
+                )
+            if not isinstance(buf, Scratch):
+                raise ConfigError(f"scratch.{name}", f"must be a Scratch, got {buf!r}")
+        if self.lse_from:
+            if len(self.lse_from) != 2 or any(n not in self.scratch for n in self.lse_from):
+                raise ConfigError(
+                    "lse_from",
+                    f"names two scratch buffers (the row maximum, the row sum), got "
+                    f"{list(self.lse_from)}; scratch: {', '.join(self.scratch) or 'none'}",
+                )
+            if self.lse == "none":
+                raise ConfigError("lse_from", 'an LSE derived from scratch is not lse = "none"')
+
     def _check_roles(self) -> None:
-        """What the runner relies on: the forward writes O and the LSE, the backward every
-        gradient, and no buffer is bound both packed and as its parts."""
-        fwd = self.forward.bindings.values()
-        for out in ("o", "lse"):
-            if (out, RW) not in fwd:
-                raise ConfigError("forward", f"must bind {out} read-write (it writes {out})")
+        """What the runner relies on: the forward writes O and the LSE (or what the LSE is
+        derived from), the backward every gradient, every role is known or scratch, and no
+        buffer is bound both packed and as its parts."""
+        labelled = [("forward", self.forward)] if self.forward else []
+        labelled += [(f"forward_after[{i}]", k) for i, k in enumerate(self.forward_after)]
+        labelled += [(f"backward[{i}]", k) for i, k in enumerate(self.backward)]
+        for label, k in labelled:
+            for n, (role, _) in k.bindings.items():
+                if role not in ROLES and role not in self.scratch:
+                    raise ConfigError(
+                        f"{label}.bindings",
+                        f"{n}: unknown role {role!r}; known: {', '.join(ROLES)}, and the "
+                        f"scratch buffers ({', '.join(self.scratch) or 'none declared'})",
+                    )
+        if self.forward is not None:
+            fwd = [rk for k in self.forward_passes for rk in k.bindings.values()]
+            writes = ["o"]
+            writes += list(self.lse_from) or ([] if self.lse == "none" else ["lse"])
+            written = {r for r, kind in fwd if kind == RW}
+            for out in writes:
+                if out not in written:
+                    raise ConfigError("forward", f"must bind {out} read-write (it writes {out})")
         roles = set(self.storage_roles)
         for packed in sorted(roles & set(PACKED)):
             clash = sorted(r for r in roles if r != packed and _parts(r) & _parts(packed))
             if clash:
                 raise ConfigError("bindings", f"binds {packed} and {clash}: the same tensors twice")
-        written = {r for k in self.backward for r, kind in k.bindings.values() if kind == RW}
-        for r in written & set(PACKED):
-            written |= set(PACKED[r])
-        missing = [g for g in ("dq", "dk", "dv") if g not in written]
-        if missing:
-            raise ConfigError("backward", f"writes no {missing} (bind them, or dkv / dqkv)")
+        if self.backward:
+            written = {r for k in self.backward for r, kind in k.bindings.values() if kind == RW}
+            missing = [g for g in ("dq", "dk", "dv") if g not in _packed_written(written)]
+            if missing:
+                raise ConfigError("backward", f"writes no {missing} (bind them, or dkv / dqkv)")
         if any(k.key_parts for k in self.backward) and roles & {"dkv", "dqkv"}:
             raise ConfigError("backward", "key_parts: dK and dV copies need dk and dv bound")
+        if any(k.key_parts for k in self.backward) and {"dk", "dv"} & set(self.layouts):
+            raise ConfigError("layouts", "key_parts: dK and dV copies need their own layout")
         if roles & {"qkv", "dqkv"} and "gqa" in self.supports:
             raise ConfigError("supports", "gqa: a qkv buffer holds as many K/V heads as Q heads")
         for feature, role in (("mask", "mask"), ("alibi", "alibi_slopes"), ("varlen", "seqlens")):
             if feature in self.supports and role not in roles:
                 raise ConfigError("supports", f"{feature}: no kernel binds {role}")
+        for role, layout in self.layouts.items():
+            if not isinstance(layout, Layout) or layout.role != role:
+                raise ConfigError(f"layouts.{role}", f"must be a layouts.Layout of {role}")
+            if role not in roles and not (role == "lse" and self.lse_from):
+                raise ConfigError(f"layouts.{role}", f"no kernel binds {role}")
 
     @property
     def storage_roles(self) -> tuple[str, ...]:
         """The roles this variant's own kernels bind (not its specialisations'), params
-        aside, in ROLES order: the buffers the runner makes."""
-        bound = {r for k in (self.forward, *self.backward) for r in k.roles}
-        return tuple(r for r in ROLES if r in bound and r != "params")
+        aside, in ROLES order, then its scratch buffers: the buffers the runner makes."""
+        bound = {r for k in self.own_kernels for r in k.roles}
+        known = tuple(r for r in ROLES if r in bound and r != "params")
+        return known + tuple(n for n in self.scratch if n in bound)
 
     def binds(self, role: str) -> bool:
-        return any(role in k.roles for k in (self.forward, *self.backward))
+        return any(role in k.roles for k in self.own_kernels)
+
+    @property
+    def param_names(self) -> frozenset[str]:
+        """The fields the kernels' uniform structs hold: `params`' where a pass binds the
+        shared layout, and every field of the passes' own structs."""
+        shared = any(
+            role == "params" and n not in k.uniforms
+            for k in self.own_kernels
+            for n, (role, _) in k.bindings.items()
+        )
+        own = {f.name for k in self.own_kernels for fs in k.uniforms.values() for f in fs}
+        return frozenset((*self.params, *own) if shared else own)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The outputs a run returns and the judge judges: O and the LSE (unless the
+        variant produces none) from a forward, the gradients from a backward."""
+        out: tuple[str, ...] = ()
+        if self.forward is not None:
+            out = ("o",) if self.lse == "none" else ("o", "lse")
+        return out + (("dq", "dk", "dv") if self.backward else ())
 
     def refusal(self, cfg: AttentionConfig) -> str | None:
         """Why this variant cannot run the configuration (None: it can): head_dim over
@@ -432,7 +643,15 @@ class Variant:
                 f"seq_q == seq_k (seq_q={cfg.seq_q}, seq_k={cfg.seq_k}) and "
                 "cu_seqlens_q == cu_seqlens_k"
             )
-        return None
+        outside = self.outside(cfg)
+        return f"{self.name}: {outside}" if outside else None
+
+    def outside(self, cfg: AttentionConfig) -> str | None:
+        """Why cfg lies outside the declared envelope (None: inside, or no envelope)."""
+        if self.envelope is None:
+            return None
+        why = self.envelope.refusal(cfg)
+        return f"outside the envelope: {why}" if why else None
 
     @property
     def partial_dq(self) -> bool:
@@ -477,7 +696,7 @@ class Variant:
         (kernel_window: a key tile's queries are then at most tile + left + right rows,
         rounded up here to whole tiles), and the band's sums at most DQ_BAND_MAX_RATIO times
         the slots' and within one binding of cap_bytes."""
-        if not self.partial_dq or "dq_band_rows" not in self.params:
+        if not self.partial_dq or "dq_band_rows" not in self.param_names:
             return 0
         tile = self._slots_tile
         left, right = kernel_window(cfg)
@@ -550,8 +769,7 @@ class Variant:
     @property
     def kernels(self) -> tuple[Kernel, ...]:
         """Every kernel of the variant and its specialisations, each module once."""
-        own = (self.forward, *self.backward)
-        every = own + tuple(k for _, v in self.by_head_dim for k in v.kernels)
+        every = self.own_kernels + tuple(k for _, v in self.by_head_dim for k in v.kernels)
         return tuple({(k.entry_point, k.files): k for k in every}.values())
 
     def kernels_for(self, limits: Mapping[str, int]) -> tuple[Kernel, ...]:
@@ -561,7 +779,7 @@ class Variant:
             {
                 (k.entry_point, k.files): k
                 for v in (self, *(v for _, v in self.by_head_dim if v.fits(limits)))
-                for k in (v.forward, *v.backward)
+                for k in v.own_kernels
             }.values()
         )
 
@@ -574,13 +792,19 @@ class Variant:
         return {
             "name": self.name,
             "description": self.description,
-            "forward": self.forward.to_dict(),
+            "forward": self.forward.to_dict() if self.forward else None,
             "backward": [k.to_dict() for k in self.backward],
             "required_limits": dict(self.required_limits),
             "by_head_dim": [[bound, v.to_dict()] for bound, v in self.by_head_dim],
             "params": list(self.params),
             "supports": sorted(self.supports),
             "max_head_dim": self.max_head_dim,
+            "layouts": {role: layout.to_spec() for role, layout in self.layouts.items()},
+            "lse": self.lse,
+            "lse_from": list(self.lse_from),
+            "scratch": {n: b.to_dict() for n, b in self.scratch.items()},
+            "envelope": self.envelope.to_dict() if self.envelope else None,
+            "forward_after": [k.to_dict() for k in self.forward_after],
         }
 
     @classmethod
@@ -598,8 +822,9 @@ class Variant:
             raise ConfigError(
                 f"{path}.by_head_dim", f"must be [[bound, variant], ...], got {specs!r}"
             )
+        fwd = d["forward"]
         kw: dict[str, Any] = {
-            "forward": Kernel.from_dict(d["forward"], f"{path}.forward"),
+            "forward": None if fwd is None else Kernel.from_dict(fwd, f"{path}.forward"),
             "backward": tuple(
                 Kernel.from_dict(k, f"{path}.backward[{i}]") for i, k in enumerate(backward)
             ),
@@ -612,13 +837,49 @@ class Variant:
                 if not isinstance(d[key], list):
                     raise ConfigError(f"{path}.{key}", f"must be a list, got {d[key]!r}")
                 kw[key] = convert(d[key])
-        for key in ("required_limits", "max_head_dim"):
+        for key in ("required_limits", "max_head_dim", "lse"):
             if key in d:
                 kw[key] = d[key]
         if "required_limits" in kw and not isinstance(kw["required_limits"], dict):
             raise ConfigError(f"{path}.required_limits", "must map limit names to ints")
         with _nested(path):
+            kw |= _interface_from_dict(d)
             return cls(d["name"], d.get("description", ""), **kw)
+
+
+def _interface_from_dict(d: dict[str, Any]) -> dict[str, Any]:
+    """The fields of to_dict's form that describe a kernel written to its own conventions:
+    layouts, lse_from, scratch, envelope."""
+    kw: dict[str, Any] = {}
+    layouts = d.get("layouts", {})
+    if not isinstance(layouts, dict):
+        raise ConfigError("layouts", f"must map roles to layouts, got {layouts!r}")
+    kw["layouts"] = {
+        role: Layout.parse(role, spec, SCOPE_NAMES, f"layouts.{role}")
+        for role, spec in layouts.items()
+    }
+    lse_from = d.get("lse_from", [])
+    if not isinstance(lse_from, list) or not all(isinstance(n, str) for n in lse_from):
+        raise ConfigError("lse_from", f"must be a list of two scratch names, got {lse_from!r}")
+    kw["lse_from"] = tuple(lse_from)
+    scratch = d.get("scratch", {})
+    if not isinstance(scratch, dict):
+        raise ConfigError("scratch", f"must map names to buffers, got {scratch!r}")
+    kw["scratch"] = {n: Scratch.from_dict(b, f"scratch.{n}") for n, b in scratch.items()}
+    if d.get("envelope") is not None:
+        kw["envelope"] = Envelope.from_dict(d["envelope"])
+    after = d.get("forward_after", [])
+    if not isinstance(after, list):
+        raise ConfigError("forward_after", f"must be a list of kernels, got {after!r}")
+    kw["forward_after"] = tuple(
+        Kernel.from_dict(k, f"forward_after[{i}]") for i, k in enumerate(after)
+    )
+    return kw
+
+
+def _packed_written(roles: set[str]) -> set[str]:
+    """The tensors written through these roles: packed ones add their parts."""
+    return roles | {p for r in roles & set(PACKED) for p in PACKED[r]}
 
 
 def _fields(d: Any, path: str, known: Iterable[str], required: Iterable[str]) -> dict[str, Any]:
@@ -647,3 +908,33 @@ def _nested(path: str) -> Iterator[None]:
 
 def _parts(role: str) -> set[str]:
     return set(PACKED.get(role, (role,)))
+
+
+def _scope(cfg: AttentionConfig, slots: int = 0, kv_parts: int = 1) -> dict[str, Number]:
+    """The expression scope of a run where the caller has none (no band layout)."""
+    return expression_scope(cfg, 0, slots, kv_parts)
+
+
+def _uniforms_from_dict(d: Any) -> dict[int, tuple[Field, ...]]:
+    """Kernel.uniforms from to_dict's form: {binding: [[name, type, [expr, ...]], ...]}."""
+    if not isinstance(d, dict):
+        raise ConfigError("uniforms", f"must map bindings to field lists, got {d!r}")
+    out = {}
+    for n, fields in d.items():
+        if not (isinstance(n, str) and n.isdigit()) or not isinstance(fields, list):
+            raise ConfigError("uniforms", f"{n!r}: must be a binding and a list of fields")
+        made = []
+        for spec in fields:
+            if not (isinstance(spec, list) and len(spec) == 3 and isinstance(spec[2], list)):
+                raise ConfigError(
+                    f"uniforms.{n}", f"a field is [name, type, [expr...]], got {spec!r}"
+                )
+            name, ftype, texts = spec
+            if not isinstance(name, str) or not isinstance(ftype, str) or wgsl_type(ftype) is None:
+                raise ConfigError(f"uniforms.{n}", f"bad field {spec!r}")
+            where = f"uniforms.{n}.{name}"
+            made.append(
+                Field(name, ftype, tuple(compile_expr(t, SCOPE_NAMES, where) for t in texts))
+            )
+        out[int(n)] = tuple(made)
+    return out

@@ -81,3 +81,29 @@ def script_module(name: str) -> ModuleType:
     finally:
         del sys.modules[name]
     return module
+
+
+def write_variant(folder: Path, toml: str, wgsl: str, wgsl_name: str = "k.wgsl") -> Path:
+    """A variant file and its one WGSL file in folder; returns the TOML's path."""
+    (folder / wgsl_name).write_text(wgsl)
+    path = folder / "variant.toml"
+    path.write_text(toml)
+    return path
+
+
+def refused_variant(folder: Path, toml: str, wgsl: str, *words: str) -> str:
+    """variant_file.load of that file fails; the message starts with the TOML's path and
+    holds each of `words`. Returns it."""
+    from py_harness.host.variant_file import VariantFileError, load
+
+    path = write_variant(folder, toml, wgsl)
+    try:
+        load(path)
+    except VariantFileError as err:
+        text = str(err)
+    else:
+        raise AssertionError(f"{path} loaded; expected a refusal naming {words}")
+    assert text.startswith(str(path)), text
+    for w in words:
+        assert w in text, f"{w!r} not in: {text}"
+    return text

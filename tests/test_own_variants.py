@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from py_harness import packing
+from py_harness import layouts
 from py_harness.config import AttentionConfig, ConfigError, buffer_sizes, validate_sizes
 from py_harness.gpu.device import Buffer, Span
 from py_harness.kernels import FAST, RO, RW, SEED, UNIFORM, VARIANTS, Kernel, Variant
@@ -170,19 +170,19 @@ def test_params_pack_in_any_declared_order() -> None:
 def test_kv_packs_each_key_row_as_k_then_v_and_splits_back() -> None:
     d, rows = CFG.head_dim, CFG.batch * CFG.seq_k * CFG.kv_heads
     k, v = floats(rows * d), floats(rows * d, 1000.0)
-    kv = array("f", packing.pack(CFG, "kv", {"k": k, "v": v}))
+    kv = array("f", layouts.to_kernel(CFG, "kv", {"k": k, "v": v}))
     row = 4  # [B, Sk, Hkv, 2, D]: row r holds K's row r, then V's row r
     assert list(kv[row * 2 * d : row * 2 * d + 2 * d]) == [*range(12, 15), *range(1012, 1015)]
-    assert packing.unpack(CFG, "dkv", kv.tobytes()) == {"dk": k, "dv": v}
+    assert layouts.from_kernel(CFG, "dkv", kv.tobytes()) == {"dk": k, "dv": v}
 
 
 def test_qkv_packs_each_position_and_splits_back() -> None:
     cfg = AttentionConfig(2, 3, 4, 4, 2)  # chunks of H x D = 6 floats, fewer rows than 6
     n = cfg.q_elems()
     q, k, v = floats(n), floats(n, 100.0), floats(n, 200.0)
-    qkv = array("f", packing.pack(cfg, "qkv", {"q": q, "k": k, "v": v}))
+    qkv = array("f", layouts.to_kernel(cfg, "qkv", {"q": q, "k": k, "v": v}))
     assert list(qkv[18:36]) == [*range(6, 12), *range(106, 112), *range(206, 212)]
-    assert packing.unpack(cfg, "dqkv", qkv.tobytes()) == {"dq": q, "dk": k, "dv": v}
+    assert layouts.from_kernel(cfg, "dqkv", qkv.tobytes()) == {"dq": q, "dk": k, "dv": v}
     # a variant binding qkv runs only where Q and K have as many rows and heads
     fwd = Kernel(
         "f", ("a.wgsl",), {0: ("qkv", RO), 1: ("o", RW), 2: ("lse", RW)}, "seq_q", "num_heads"
@@ -288,7 +288,7 @@ def test_the_runner_makes_only_the_bound_buffers_and_splits_dkv() -> None:
     for buf in bufs.values():
         assert buf.size % 16 == 0
     # the backward would write dK and dV packed; the host gets them apart
-    bufs["dkv"].handle[: len(x["k"]) * 2] = packing.pack(CFG, "kv", {"k": x["v"], "v": x["k"]})
+    bufs["dkv"].handle[: len(x["k"]) * 2] = layouts.to_kernel(CFG, "kv", {"k": x["v"], "v": x["k"]})
     got = own_thread(asyncio.run, read_outputs(dev, CFG, bufs, ("dq", "dk", "dv")))
     assert got["dk"] == x["v"] and got["dv"] == x["k"] and len(got["dq"]) == len(x["q"])
     # the seed binds every separate buffer, as before

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from py_harness.host.variant_file import VariantFileError, load
+from py_harness.host.variant_file import load
 from py_harness.host.wgsl_decls import function_source, scan, strip_comments
 from py_harness.kernels import RO, RW, UNIFORM, VARIANTS, Variant
+from tests.fakes import refused_variant, write_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples/packed-kv/kernels/packed_kv.toml"
@@ -68,21 +69,12 @@ heads = "kv_heads"
 
 
 def write(tmp_path: Path, toml: str = TOML, wgsl: str = WGSL) -> Path:
-    (tmp_path / "k.wgsl").write_text(wgsl)
-    path = tmp_path / "tiny.toml"
-    path.write_text(toml)
-    return path
+    return write_variant(tmp_path, toml, wgsl)
 
 
 def refused(tmp_path: Path, *words: str, toml: str = TOML, wgsl: str = WGSL) -> str:
     """load() of the edited fixture fails; the message names the TOML file and `words`."""
-    with pytest.raises(VariantFileError) as err:
-        load(write(tmp_path, toml, wgsl))
-    text = str(err.value)
-    assert text.startswith(str(tmp_path / "tiny.toml")), text
-    for w in words:
-        assert w in text, f"{w!r} not in: {text}"
-    return text
+    return refused_variant(tmp_path, toml, wgsl, *words)
 
 
 def test_a_valid_file_loads_with_kinds_from_the_wgsl(tmp_path: Path) -> None:

@@ -9,11 +9,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 
-from ..kernels import DEFAULT_VARIANT
+import numpy as np
+
+from ..config import AttentionConfig
+from ..kernels import DEFAULT_VARIANT, Variant
 from . import variants
 from .judge.cases import Case
 from .judge.inputs import CaseResult, judge_case, make_inputs
 from .judge.limitations import case_coverage
+from .judge.verdict import REFERENCE_CACHE
 from .runtimes.registry import runtime
 from .runtimes.sessions import Session
 from .wire import run_on
@@ -33,18 +37,39 @@ def evaluate(
     forward alone (O and the LSE): where that fails, the whole case fails."""
     x = make_inputs(case, draw)
     runs = 2 if case.repeat_backward else 1
+    own = variants.get(variant)
+    cfg = case.config()
+    backward = backward and bool(own.backward)
+    given = given_outputs(own, cfg, x)
     reply = run_on(
         session,
-        case.config(),
-        x,
+        cfg,
+        x | given,
         sources=sources,
         backward=backward,
         backward_runs=runs,
         variant=variant,
     )
     return judge_case(
-        case, x, reply, runtime=session.runtime, variant=variant, draw=draw, backward=backward
+        case,
+        x,
+        reply,
+        runtime=session.runtime,
+        variant=variant,
+        draw=draw,
+        backward=backward,
+        produced=own.outputs,
+        given=given,
     )
+
+
+def given_outputs(own: Variant, cfg: AttentionConfig, x: dict[str, np.ndarray]) -> dict:
+    """What a backward-only variant reads instead of a forward's outputs: O and the LSE of
+    the float64 reference, rounded to float32 (the judge's own, from its cache)."""
+    if own.forward is not None:
+        return {}
+    ref64 = REFERENCE_CACHE.get(cfg, x)[0]
+    return {n: ref64[n].astype(np.float32) for n in ("o", "lse")}
 
 
 def compile_error(exc: BaseException) -> str | None:
@@ -62,6 +87,9 @@ def evaluate_forward_first(
     """The whole case's verdict, with the forward run alone first: where the forward fails
     the whole case does, and the backward's pipelines (most of a mutated kernel's compile
     on a CPU driver) are never built. What judges an edited kernel (planted bugs, mutate)."""
+    own = variants.get(variant)
+    if own.forward is None or not own.backward:  # one half only: nothing to run first
+        return evaluate(case, session, sources=sources, variant=variant)
     result = evaluate(case, session, sources=sources, variant=variant, backward=False)
     return evaluate(case, session, sources=sources, variant=variant) if result.passed else result
 

@@ -9,10 +9,12 @@ Fixtures, in scope order: `harness_server` (the page server, wheel built), `chro
 `chromium` (the Playwright browser), `harness_pool` (sessions handed between modules),
 `harness` (a session on one runtime, parametrized over `--runtime`, one per module, taken
 from the pool and given back after it), `variant` (parametrized over `--variant`), `matrix_case`
-(parametrized over the case matrix, smoke cases marked `smoke`), `case_inputs` (the inputs
-of a case's draw), `judge` (judges outputs from arrays) and `run_case` (runs and judges a case
-on `harness`, skipping what a variant or driver does not support and xfailing declared kernel
-flaws). A whole matrix test is:
+(parametrized with `variant` over each variant's matrix: the fixed one, or the cases generated
+inside its envelope; smoke cases marked `smoke`), `case_inputs` (the inputs of a case's draw),
+`judge` (judges outputs from arrays), `run_case` (runs and judges a case on `harness`,
+skipping what a variant or driver does not support and xfailing declared kernel flaws) and
+`catches` (plants a bug in the variant's WGSL and says which smoke case fails on it). A whole
+matrix test is:
 
     def test_case(run_case, matrix_case):
         run_case(matrix_case)
@@ -42,8 +44,8 @@ import pytest
 
 from ..kernels import VARIANTS
 from . import variants as variant_registry
-from .engine import compile_error, evaluate
-from .judge import limitations, report
+from .engine import compile_error, evaluate, evaluate_forward_first
+from .judge import generated, limitations, report
 from .judge.cases import CASES, Case, by_id
 from .judge.inputs import make_inputs
 from .judge.limitations import Limitation, case_coverage
@@ -52,6 +54,7 @@ from .paths import cannot_write_file
 from .runtimes.chromium import chromium_launch_args as default_launch_args
 from .runtimes.registry import RUNTIMES, Launched, parse_runtimes, runtime
 from .runtimes.sessions import Session
+from .wgsl_decls import strip_comments
 
 OUTCOME_PROPERTY = "harness_outcome"  # a test's Outcome, as JSON in its user_properties
 ADAPTER_PROPERTY = "harness_adapter"  # {runtime: adapter info}
@@ -136,7 +139,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.harness_variants = variant_registry.parse(_setting(config, "variant", "all"))
         if config.getoption("--shaders"):
             variant_registry.use_shader_dir(config.getoption("--shaders"), config.harness_variants)
-        config.harness_cases = [by_id(c) for c in config.getoption("--case")]
+        config.harness_cases = [_case(config, c) for c in config.getoption("--case")]
     except (KeyError, ValueError, OSError) as exc:
         raise pytest.UsageError(str(exc.args[0] if isinstance(exc, KeyError) else exc)) from None
     if (path := config.getoption("--harness-json")) and (why := cannot_write_file(path)):
@@ -151,6 +154,16 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if before := getattr(config, "harness_registry_before", None):
         variant_registry.restore(before)
+
+
+def _case(config: pytest.Config, case_id: str) -> Case:
+    """--case: a case of a judged variant's matrix (with its flags), or any id at all,
+    parsed (cases.by_id)."""
+    for name in config.harness_variants:
+        for case in variant_registry.matrix(name):
+            if case.id == case_id:
+                return case
+    return by_id(case_id)
 
 
 def _setting(config: pytest.Config, name: str, default: str) -> str:
@@ -174,6 +187,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def _order(variant: str) -> dict[str, int]:
+    """Each case id's place in the variant's matrix."""
+    return {c.id: i for i, c in enumerate(variant_registry.matrix(variant))}
+
+
+def _outside_line(variant: str, cases: list[tuple[str, str]]) -> str:
+    """How many of the fixed matrix's cases lie outside the variant's envelope, and why,
+    grouped by the rule (the values each case gives aside)."""
+    reasons: dict[str, int] = {}
+    for _, why in cases:
+        rule = why.removeprefix("outside the envelope: ").split(" (")[0]
+        reasons[rule] = reasons.get(rule, 0) + 1
+    shown = "; ".join(f"{rule}: {n}" for rule, n in sorted(reasons.items(), key=lambda r: -r[1]))
+    return (
+        f"py-harness: {variant}: {len(cases)} of the fixed matrix's cases lie outside its "
+        f"envelope, not run ({shown}); ids in --harness-json"
+    )
+
+
 def _marks(case: Case) -> list[pytest.MarkDecorator]:
     return [m for m, on in ((pytest.mark.smoke, case.smoke), (pytest.mark.long, case.long)) if on]
 
@@ -182,9 +214,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     config = metafunc.config
     if "harness" in metafunc.fixturenames:
         metafunc.parametrize("harness", config.harness_runtimes, indirect=True, scope="module")
-    if "variant" in metafunc.fixturenames:
+    both = {"variant", "matrix_case"} <= set(metafunc.fixturenames)
+    if both:  # each variant over its own matrix (an envelope's generated cases)
+        params = [
+            pytest.param(v, c, id=f"{v}-{c.id}", marks=_marks(c))
+            for v in config.harness_variants
+            for c in config.harness_cases or variant_registry.matrix(v)
+        ]
+        metafunc.parametrize(("variant", "matrix_case"), params)
+    elif "variant" in metafunc.fixturenames:
         metafunc.parametrize("variant", config.harness_variants)
-    if "matrix_case" in metafunc.fixturenames:
+    elif "matrix_case" in metafunc.fixturenames:
         cases = config.harness_cases or CASES
         params = [pytest.param(c, id=c.id, marks=_marks(c)) for c in cases]
         metafunc.parametrize("matrix_case", params)
@@ -411,6 +451,39 @@ def run_case(
 
 
 @pytest.fixture
+def catches(harness: Session, variant: str) -> Callable[[str, str], str | None]:
+    """catches(old, new): plant a bug in the variant's WGSL (the first `old` outside comments,
+    in each file holding one, becomes `new`) and judge the variant's smoke cases with it,
+    each forward first; returns the id of the first case that fails (the bug is caught) or
+    None (it survived every one). An edit that matches no code, or WGSL that does not
+    compile, fails the test: neither is a planted bug."""
+
+    def run(old: str, new: str) -> str | None:
+        __tracebackhide__ = True
+        sources = variant_registry.sources(variant)
+        edited = {}
+        for name, text in sources.items():
+            at = strip_comments(text).find(old)  # comments blanked in place: same offsets
+            if at >= 0:
+                edited[name] = text[:at] + new + text[at + len(old) :]
+        if not edited:
+            pytest.fail(f"catches: {old!r} is in no code of {variant}'s WGSL", pytrace=False)
+        planted = {**sources, **edited}
+        adapter = harness.adapter_name()
+        for case in variant_registry.matrix(variant):
+            if not case.smoke or variant_registry.refusal(variant, case.config()):
+                continue
+            if case_coverage(variant, adapter, case) is not None:
+                continue
+            result = evaluate_forward_first(case, harness, sources=planted, variant=variant)
+            if not result.passed:
+                return case.id
+        return None
+
+    return run
+
+
+@pytest.fixture
 def check_limitation(
     request: pytest.FixtureRequest, harness: Session, variant: str
 ) -> Callable[[Limitation], None]:
@@ -418,10 +491,7 @@ def check_limitation(
     that no longer reproduces fails as stale (its declaration is out of date)."""
 
     def run(lim: Limitation) -> None:
-        follows = variant_registry.limitations_of(variant)
-        if follows not in lim.variants or not lim.applies_to(
-            harness.adapter_name(), harness.runtime
-        ):
+        if not lim.concerns(variant) or not lim.applies_to(harness.adapter_name(), harness.runtime):
             pytest.skip(f"{lim.name} does not concern {variant} on this adapter")
         still, what = lim.reproduce(harness)
         status = "pass" if still else "stale"
@@ -486,14 +556,31 @@ class Results:
         JSON and which runtime is named first in a disagreement must not."""
         variants = {v: i for i, v in enumerate(self.config.harness_variants)}
         runtimes = {r: i for i, r in enumerate(self.config.harness_runtimes)}
-        cases = {c.id: i for i, c in enumerate(CASES)}
+        cases = {v: _order(v) for v in variants}
 
         def key(r: dict[str, Any]) -> tuple[int, int, int, str]:
             # Limitations' rows ("limitation:NAME") first, as the matrix shows them.
             v, rt = variants.get(r["variant"], -1), runtimes.get(r["runtime"], -1)
-            return v, rt, cases.get(r["case"], -1), r["case"]
+            order = cases.get(r["variant"], {})
+            return (
+                v,
+                rt,
+                order.get(r["case"], len(order) if r["case"][:4] != "lim" else -1),
+                r["case"],
+            )
 
         return sorted(self.rows, key=key)
+
+    def outside(self) -> dict[str, list[tuple[str, str]]]:
+        """Per variant with an envelope, the fixed matrix's cases outside it: not run and
+        not red, but counted (none where --case chose the cases)."""
+        if self.config.harness_cases:
+            return {}
+        out = {}
+        for name in self.config.harness_variants:
+            if variant_registry.get(name).envelope is not None:
+                out[name] = generated.outside(variant_registry.get(name))
+        return out
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.rows or hasattr(self.config, "workerinput"):
@@ -504,9 +591,7 @@ class Results:
         for variant in dict.fromkeys(r["variant"] for r in rows):
             mine = [r for r in rows if r["variant"] == variant]
             terminalreporter.section(f"py-harness: {variant}, case x runtime (error / bound)")
-            ids = list(dict.fromkeys(r["case"] for r in mine if r["case"].startswith("lim")))
-            ids += [c.id for c in CASES if any(r["case"] == c.id for r in mine)]
-            ids += dict.fromkeys(r["case"] for r in mine if r["case"] not in ids)  # one's own
+            ids = list(dict.fromkeys(r["case"] for r in mine))  # in _ordered's order
             write(report.matrix(mine, runtimes, ids))
             theirs = sorted(
                 (d for d in compared if d["variant"] == variant), key=lambda d: -d["ratio_to_bound"]
@@ -514,6 +599,9 @@ class Results:
             if len(runtimes) > 1 and theirs:
                 write("where runtimes disagree most, per case (difference / the rule's bound):")
                 write(report.format_disagreements(theirs))
+        outside = self.outside()
+        for variant, cases in outside.items():
+            write(_outside_line(variant, cases))
         wall = time.perf_counter() - self.t0
         write(f"py-harness: first verdict after {self.first_result_s:.1f} s, wall {wall:.1f} s")
         path = self.config.getoption("--harness-json")
@@ -525,6 +613,7 @@ class Results:
                 "adapters": self.adapters,
                 "results": rows,
                 "disagreements": compared,
+                "outside_envelope": outside,
                 "wall_s": time.perf_counter() - self.t0,
                 "first_result_s": self.first_result_s,
             }

@@ -1,94 +1,46 @@
-"""Variant files: a team's own WGSL attention kernels, declared in TOML and checked against
-their WGSL before anything runs (docs/own-kernels.md has a walk-through).
+"""Variant files: a team's own WGSL attention kernels, declared in TOML as their authors wrote
+them (layouts, dispatch grids, uniform structs, scratch buffers, envelope) and checked
+against their WGSL and over their envelope's cases before anything runs.
 
-    name = "packed_kv"                      # letters, digits, _ . - (not a built-in's name)
-    description = "K and V in one buffer"   # optional
-    files = ["fwd.wgsl"]                    # WGSL joined in order into each kernel's module
-                                            # (paths relative to this file; optional when
-                                            # every kernel names its own)
-    params = ["batch_size", "num_heads", ...]  # the uniform struct's fields in order
-                                            # (optional: the harness's own layout)
-    supports = ["causal", "mask"]           # required: what configurations may use, of
-                                            # causal causal_offset window mask dropout gqa
-                                            # bottom_right window_lr softcap alibi varlen
-    max_head_dim = 128                      # optional (default 128, most 256)
-    [required_limits]                       # optional: device limits the kernels need
-    maxComputeWorkgroupStorageSize = 16384
-
-    [forward]                               # one kernel: writes o and lse
-    entry_point = "flash_fwd"
-    files = ["fwd.wgsl"]                    # optional: overrides the top-level files
-    bindings = { q = 0, kv = 1, o = 3, lse = 4, params = 8, mask = 9 }  # role = binding
-    rows = "seq_q"                          # rows tiled along y: seq_q, seq_k (or slots)
-    heads = "num_heads"                     # workgroups along z = batch x num_heads|kv_heads
-    rows_per_workgroup = 128                # optional: default the @workgroup_size product
-    cols_per_workgroup = 128                # optional: workgroups along x = ceil(head_dim /
-                                            # this), each its block of output columns
-                                            # (default: one, all of head_dim)
-    key_parts = false                       # optional, backward: x also counts parts of
-                                            # each key tile; part p writes copy p of dk, dv
-                                            # (variant.Kernel.key_parts)
-    gemms = 2                               # optional: score-matrix GEMMs per visible
-                                            # (query, key) pair, for `py-harness roofline`
-    dq_sums = false                         # optional (default true): the pass touches
-                                            # only the row stats of the scratch, not dQ's
-                                            # partial sums (roofline's traffic)
-    whole_tiles = "WHOLE"                   # optional: a bool override of the module set
-                                            # to true where every tile of rows_per_workgroup
-                                            # x cols_per_workgroup is inside the tensors
-                                            # (variant.Kernel.whole_tiles)
-    adds_kv_parts = true                    # optional, backward: the pass adds the copies
-                                            # of dk, dv; not dispatched with one part
-    rolled_loops = "ROLLED"                 # optional: a bool override of the module set
-                                            # to true on CPU drivers, for loops that GPUs
-                                            # get written out (variant.Kernel.rolled_loops)
-
-    [[backward]]                            # one table per pass, dispatched in order
-    ...
-
-The roles (config.ROLES): inputs q k v d_out mask alibi_slopes (the slopes zero-padded to
-config.ALIBI_SLOTS floats: it may be a var<uniform> array<vec4<f32>, 4096>), seqlens (a
-variable-length batch's sequences, config.pack_seqlens: a var<uniform>
-array<vec4<u32>, 4096>; the varlen feature needs it bound), packed inputs
-kv ([B, Sk, Hkv, 2, D]) and qkv ([B, S, 3, H, D]), params (the uniform struct), outputs o
-lse dq dk dv, packed gradients dkv and dqkv (the layouts of kv and qkv; the runner splits
-them), and stats (the backward's scratch: [Delta, LSE] per query row, B x H x Sq
-vec2<f32>).
-
-A binding's kind (read-only storage, read-write storage, uniform) is taken from its WGSL
-declaration, never written twice. load() refuses, naming this file and the WGSL file:line:
-a missing file or entry point, an entry point that is not @compute, a role bound to a
-binding its module does not declare in group 0, a resource the entry point uses that no
-role is bound to (or outside group 0), unknown roles, keys and features, an output (o and
-lse in the forward; dq dk dv dkv dqkv) on a read-only binding, params on anything but a
-uniform (or a role other than alibi_slopes and seqlens on one), a params struct whose
-fields differ from `params` (names, order or types), more storage buffers or invocations per
-workgroup
-than the declared (or WebGPU's default) limits. An input bound read-write is accepted: the
-buffers are fresh for each run and a kernel that wrote its inputs would fail the judge,
-not corrupt it.
+docs/own-kernels.md is the schema and a walk-through. load() refuses, naming this file and
+line and, where one is at fault, the WGSL file:line: a missing file or entry point, an entry
+point that is not @compute, a role bound to a binding its module does not declare in group
+0, a resource the entry point uses that no role is bound to (or outside group 0), unknown
+roles, keys and features, an output on a read-only binding, a uniform struct field with no
+value or of another type, more storage buffers or invocations than the declared (or
+WebGPU's default) limits; then, over every case of the variant's matrix (its envelope's,
+judge/generated.py), an expression that cannot be evaluated, a grid past the workgroups a
+dispatch may have, a buffer past one binding's default limit, and an envelope no case fits.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import ROLES, ConfigError
+from ..config import ROLES, AttentionConfig, ConfigError
+from ..envelope import AXES, Envelope
 from ..kernels import VARIANTS
-from ..params import DEFAULT_PARAMS, KNOWN_PARAMS, WGSL_TYPE, check_layout
+from ..layouts import Layout
+from ..params import DEFAULT_PARAMS, KNOWN_PARAMS, SCOPE_NAMES, WGSL_TYPE, check_layout, make_fields
+from ..run_plan import RunPlan, Split
 from ..variant import (
     FEATURES,
     GRADIENT_ROLES,
+    LSE_UNITS,
     RO,
     SEED_MAX_HEAD_DIM,
     UNIFORM,
     Kernel,
+    Scratch,
     Variant,
     binding_kind_error,
 )
+from .judge.cases import Case, by_id
+from .judge.generated import matrix
 from .wgsl_decls import Module, Resource, scan
 
 TOP_KEYS = (
@@ -100,6 +52,12 @@ TOP_KEYS = (
     "max_head_dim",
     "required_limits",
     "limitations_of",
+    "layouts",
+    "lse",
+    "lse_from",
+    "scratch",
+    "envelope",
+    "cases",
     "forward",
     "backward",
 )
@@ -107,6 +65,10 @@ KERNEL_KEYS = (
     "entry_point",
     "files",
     "bindings",
+    "grid",
+    "params",
+    "overrides",
+    "loop_passes",
     "rows",
     "heads",
     "rows_per_workgroup",
@@ -125,7 +87,11 @@ DEFAULT_LIMITS = {
     "maxComputeWorkgroupSizeX": 256,
     "maxComputeWorkgroupSizeY": 256,
     "maxComputeWorkgroupSizeZ": 64,
+    "maxStorageBufferBindingSize": 1 << 27,
+    "maxBufferSize": 1 << 28,
+    "maxComputeWorkgroupsPerDimension": 65535,
 }
+HEAD_DIM_FIELD = "{head_dim}"  # in a file name: one module per head_dim of the envelope
 
 
 class VariantFileError(ValueError):
@@ -140,6 +106,8 @@ class LoadedVariant:
     # A built-in variant whose loop nest and numerics this one keeps (a port or a re-layout
     # of it): its declared limitations (judge/limitations.py) apply to this one too.
     limitations_of: str = ""
+    # The file's own cases (`cases = [ids]`), judged beside its matrix.
+    cases: tuple[Case, ...] = ()
 
     def request(self) -> dict[str, Any]:
         """What a service request carries for this variant (service.py's `variant`)."""
@@ -147,112 +115,301 @@ class LoadedVariant:
 
 
 def load(path: Path) -> LoadedVariant:
-    """Read, check and build the variant a TOML file declares (see the module docstring)."""
+    """Read, check and build the variant a TOML file declares (docs/own-kernels.md)."""
     path = Path(path)
-    where = str(path)
     try:
-        doc = tomllib.loads(path.read_text())
+        text = path.read_text()
+        doc = tomllib.loads(text)
     except OSError as exc:
-        raise VariantFileError(f"{where}: cannot read: {exc.strerror}") from None
+        raise VariantFileError(f"{path}: cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise VariantFileError(f"{where}: not valid TOML: {exc}") from None
-    _known_keys(where, "", doc, TOP_KEYS)
-    for key in ("name", "supports", "forward", "backward"):
-        if key not in doc:
-            raise VariantFileError(f"{where}: `{key}` is missing")
-    supports = _str_list(where, "supports", doc["supports"])
-    unknown = [f for f in supports if f not in FEATURES]
-    if unknown:
-        raise VariantFileError(
-            f"{where}: supports: unknown {unknown}; known: {', '.join(FEATURES)}"
-        )
-    params = tuple(_str_list(where, "params", doc.get("params", list(DEFAULT_PARAMS))))
-    try:
-        check_layout(params)  # before the WGSL: an unknown name is the file's own mistake
-    except ConfigError as exc:
-        raise VariantFileError(f"{where}: {exc}") from None
-    limits = doc.get("required_limits", {})
-    if not isinstance(limits, dict) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in limits.values()
-    ):
-        raise VariantFileError(f"{where}: required_limits: must be a table of limit = int")
-    limitations_of = doc.get("limitations_of", "")
-    if limitations_of not in ("", *VARIANTS):
-        raise VariantFileError(
-            f"{where}: limitations_of: {limitations_of!r} is not a built-in variant; "
-            f"known: {', '.join(VARIANTS)}"
-        )
-    if not isinstance(doc["backward"], list):
-        raise VariantFileError(f"{where}: backward: must be an array of tables, [[backward]]")
+        raise VariantFileError(f"{path}: not valid TOML: {exc}") from None
+    return _File(path, text, doc).load()
 
-    sources: dict[str, str] = {}
-    tables = [("[forward]", doc["forward"])]
-    tables += [(f"[[backward]] #{i + 1}", t) for i, t in enumerate(doc["backward"])]
-    kernels = []
-    for label, table in tables:
-        checker = _KernelCheck(path, label, table, doc.get("files"), sources)
-        kernels.append(checker.kernel(params, {**DEFAULT_LIMITS, **limits}, label == "[forward]"))
-    try:
-        variant = Variant(
-            doc["name"],
-            doc.get("description", ""),
-            kernels[0],
-            tuple(kernels[1:]),
-            required_limits=dict(limits),
-            params=params,
-            supports=frozenset(supports),
-            max_head_dim=doc.get("max_head_dim", SEED_MAX_HEAD_DIM),
-        )
-    except ConfigError as exc:
-        raise VariantFileError(f"{where}: {exc}") from None
-    return LoadedVariant(variant, sources, path, limitations_of)
+
+class _File:
+    """One variant file: its tables, where each is in the text, and what they declare."""
+
+    def __init__(self, path: Path, text: str, doc: dict[str, Any]) -> None:
+        self.path, self.doc = path, doc
+        self.lines = _Lines(text)
+        self.sources: dict[str, str] = {}
+        self.checks: list[_KernelCheck] = []
+
+    def fail(self, message: str, table: str = "", key: str = "", nth: int = 0) -> None:
+        line = self.lines.find(table, key, nth)
+        raise VariantFileError(f"{self.path}{f':{line}' if line else ''}: {message}")
+
+    def config_error(self, exc: ConfigError) -> None:
+        """A ConfigError from the variant's checks, placed at the table and key it names."""
+        self.fail(str(exc), *_place(exc.argument))
+
+    def load(self) -> LoadedVariant:
+        doc = self.doc
+        _known_keys(self, "", doc, TOP_KEYS)
+        for key in ("name", "supports"):
+            if key not in doc:
+                self.fail(f"`{key}` is missing")
+        if "forward" not in doc and "backward" not in doc:
+            self.fail("declare a [forward] (or [[forward]] passes), [[backward]] passes, or both")
+        supports = _str_list(self, "supports", doc["supports"])
+        if unknown := [f for f in supports if f not in FEATURES]:
+            self.fail(f"supports: unknown {unknown}; known: {', '.join(FEATURES)}", "", "supports")
+        params = doc.get("params", {})
+        if isinstance(params, list):
+            params = tuple(_str_list(self, "params", params))
+            try:
+                check_layout(params)  # before the WGSL: an unknown name is the file's own
+            except ConfigError as exc:
+                self.fail(str(exc), "", "params")
+        elif not isinstance(params, dict):
+            self.fail("params: a list of field names, or a table of field = expression")
+        limits = doc.get("required_limits", {})
+        if not isinstance(limits, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in limits.values()
+        ):
+            self.fail("required_limits: must be a table of limit = int", "required_limits")
+        limitations_of = doc.get("limitations_of", "")
+        if limitations_of not in ("", *VARIANTS):
+            self.fail(
+                f"limitations_of: {limitations_of!r} is not a built-in variant; "
+                f"known: {', '.join(VARIANTS)}",
+                "",
+                "limitations_of",
+            )
+        backward = doc.get("backward", [])
+        if not isinstance(backward, list):
+            self.fail("backward: must be an array of tables, [[backward]]", "", "backward")
+        interface = self._interface()
+        envelope = interface.get("envelope")
+        head_dims = self._head_dims(envelope)
+        every_limit = {**DEFAULT_LIMITS, **limits}
+        made = {}
+        forward = doc.get("forward", [])
+        several = isinstance(forward, list)
+        for hd in head_dims or [0]:
+            kernels: dict[str, Any] = {}
+            kernels["forward"] = tuple(
+                self._kernel(
+                    f"[[forward]] #{i + 1}" if several else "[forward]", "forward", i, t, hd
+                )
+                for i, t in enumerate(forward if several else [forward])
+            )
+            kernels["backward"] = tuple(
+                self._kernel(f"[[backward]] #{i + 1}", "backward", i, t, hd)
+                for i, t in enumerate(backward)
+            )
+            made[hd] = kernels
+        for checker in self.checks:
+            checker.check(params, every_limit, interface.get("scratch", {}))
+        if isinstance(params, dict):
+            self._params_used(params)
+        variant = self._variant(doc, made, head_dims, supports, params, limits, interface)
+        cases = self._cases()
+        loaded = LoadedVariant(variant, self.sources, self.path, limitations_of, cases)
+        self._dry_run(variant, every_limit, cases)
+        return loaded
+
+    def _params_used(self, params: dict[str, Any]) -> None:
+        """Every field the [params] table values belongs to some pass's uniform struct."""
+        fields = {f for c in self.checks for f in c.struct_fields}
+        for name in params:
+            if name not in fields:
+                structs = "; ".join(sorted({c.struct_text for c in self.checks if c.struct_text}))
+                self.fail(
+                    f"params.{name}: no uniform struct bound as params has a field {name} "
+                    f"({structs or 'no pass binds params'})",
+                    "params",
+                    name,
+                )
+
+    def _kernel(self, label: str, table: str, nth: int, spec: Any, head_dim: int) -> _KernelCheck:
+        check = _KernelCheck(self, label, table, nth, spec, head_dim)
+        self.checks.append(check)
+        return check
+
+    def _interface(self) -> dict[str, Any]:
+        """layouts, lse, lse_from, scratch and envelope, each checked."""
+        doc, out = self.doc, {}
+        try:
+            layouts = doc.get("layouts", {})
+            if not isinstance(layouts, dict):
+                self.fail("layouts: a table of role = layout", "", "layouts")
+            out["layouts"] = {
+                r: Layout.parse(r, s, SCOPE_NAMES, f"layouts.{r}") for r, s in layouts.items()
+            }
+            scratch = doc.get("scratch", {})
+            if not isinstance(scratch, dict):
+                self.fail("scratch: tables [scratch.NAME] with size = expr", "", "scratch")
+            out["scratch"] = {n: Scratch.from_dict(b, f"scratch.{n}") for n, b in scratch.items()}
+            if "envelope" in doc:
+                out["envelope"] = Envelope.from_dict(doc["envelope"])
+        except ConfigError as exc:
+            self.config_error(exc)
+        lse = doc.get("lse", "ln")
+        if lse not in LSE_UNITS:
+            self.fail(f"lse: one of {', '.join(LSE_UNITS)}, got {lse!r}", "", "lse")
+        out["lse"] = lse
+        out["lse_from"] = tuple(_str_list(self, "lse_from", doc.get("lse_from", [])))
+        return out
+
+    def _head_dims(self, envelope: Envelope | None) -> list[int]:
+        """The head_dims a file with one module per head_dim ({head_dim} in a file name)
+        generates: its envelope's head_dim values."""
+        forward = self.doc.get("forward", [])
+        tables = [*(forward if isinstance(forward, list) else [forward])]
+        tables += self.doc.get("backward", [])
+        names = [*self.doc.get("files", [])]
+        names += [f for t in tables if isinstance(t, dict) for f in t.get("files", [])]
+        if not any(isinstance(n, str) and HEAD_DIM_FIELD in n for n in names):
+            return []
+        axis = envelope.axis("head_dim") if envelope else None
+        if axis is None or not axis.values:
+            self.fail(
+                f"files name {HEAD_DIM_FIELD}: give the head_dims they are made for as "
+                "envelope.head_dim = [..] (a list)",
+                "envelope" if envelope else "",
+            )
+        return list(axis.values)  # type: ignore[union-attr]
+
+    def _variant(
+        self,
+        doc: dict[str, Any],
+        made: dict[int, dict[str, Any]],
+        head_dims: list[int],
+        supports: list[str],
+        params: Any,
+        limits: dict[str, int],
+        interface: dict[str, Any],
+    ) -> Variant:
+        legacy = isinstance(params, tuple)
+        default_max = max(head_dims) if head_dims else SEED_MAX_HEAD_DIM
+        envelope = interface.get("envelope")
+        if envelope and not head_dims and envelope.axis("head_dim").values:
+            default_max = max(envelope.axis("head_dim").values)
+
+        def build(kernels: dict[str, Any], hd: int) -> Variant:
+            return Variant(
+                doc["name"],
+                doc.get("description", ""),
+                kernels["forward"][0].kernel if kernels["forward"] else None,
+                tuple(k.kernel for k in kernels["backward"]),
+                required_limits=dict(limits),
+                params=params if legacy else DEFAULT_PARAMS,
+                supports=frozenset(supports),
+                max_head_dim=doc.get("max_head_dim", hd or default_max),
+                forward_after=tuple(k.kernel for k in kernels["forward"][1:]),
+                **interface,
+            )
+
+        try:
+            if not head_dims:
+                return build(made[0], 0)
+            specs = tuple((hd, build(made[hd], hd)) for hd in head_dims)
+            top = max(head_dims)
+            return Variant(**{**_fields_of(dict(specs)[top]), "by_head_dim": specs})
+        except ConfigError as exc:
+            self.config_error(exc)
+        raise AssertionError  # fail() raised
+
+    def _cases(self) -> tuple[Case, ...]:
+        ids = _str_list(self, "cases", self.doc.get("cases", []))
+        out = []
+        for case_id in ids:
+            try:
+                out.append(by_id(case_id))
+            except (KeyError, ValueError) as exc:
+                self.fail(f"cases: {exc.args[0]}", "", "cases")
+        return tuple(out)
+
+    def _dry_run(self, variant: Variant, limits: dict[str, int], cases: tuple[Case, ...]) -> None:
+        """Every expression evaluated, every grid and buffer checked against WebGPU's
+        default limits (or the file's required_limits) over the variant's matrix, before
+        anything runs anywhere; an envelope no case fits is refused."""
+        every = (*matrix(variant), *cases)
+        inside = [c for c in every if variant.refusal(c.config()) is None]
+        largest = _largest(variant, inside)
+        if variant.envelope is not None and not inside:
+            self.fail(
+                "envelope: no case of the harness's lies inside it (the generated matrix is "
+                "empty): widen an axis or drop a requirement",
+                "envelope",
+            )
+        for case in inside + ([largest] if largest else []):
+            cfg: AttentionConfig = case.config()
+            chosen = variant.for_head_dim(cfg.head_dim, limits)
+            try:
+                split = Split.of(chosen, cfg, limits)
+                RunPlan.of(chosen, cfg, split, limits)
+            except ConfigError as exc:
+                what = "the largest case" if case is largest else "case"
+                self.fail(
+                    f"{what} {case.id} (inside the envelope) cannot run: {exc}; change the "
+                    "declaration, or narrow the envelope (or raise required_limits)",
+                    *_place(exc.argument),
+                )
 
 
 class _KernelCheck:
     """One [forward] / [[backward]] table, checked against the module its files make."""
 
     def __init__(
-        self, path: Path, label: str, table: Any, files: Any, sources: dict[str, str]
+        self, file: _File, label: str, table: str, nth: int, spec: Any, head_dim: int
     ) -> None:
-        self.where = f"{path}: {label}"
-        if not isinstance(table, dict):
-            raise VariantFileError(f"{self.where}: must be a table")
-        _known_keys(str(path), f"{label} ", table, KERNEL_KEYS)
-        for key in ("entry_point", "bindings", "rows", "heads"):
-            if key not in table:
-                raise VariantFileError(f"{self.where}: `{key}` is missing")
-        self.table = table
-        self.entry = table["entry_point"]
-        self.where = f"{path}: {label} ({self.entry})"
-        names = _str_list(self.where, "files", table.get("files", files or []))
+        self.file, self.label, self.table_name, self.nth = file, label, table, nth
+        self.where = label
+        if not isinstance(spec, dict):
+            self.fail("must be a table")
+        self.spec = spec
+        _known_keys(file, f"{label} ", spec, KERNEL_KEYS, table, nth)
+        need = ("entry_point", "bindings") + (() if "grid" in spec else ("rows", "heads"))
+        for key in need:
+            if key not in spec:
+                self.fail(f"`{key}` is missing" + (" (or give a grid)" if key == "rows" else ""))
+        self.entry = spec["entry_point"]
+        self.where = f"{label} ({self.entry})"
+        names = _str_list(file, "files", spec.get("files", file.doc.get("files", [])))
         if not names:
-            raise VariantFileError(f"{self.where}: no WGSL files (set `files`, here or on top)")
+            self.fail("no WGSL files (set `files`, here or on top)")
+        names = [n.replace(HEAD_DIM_FIELD, str(head_dim)) for n in names]
         for name in names:
-            if name not in sources:
+            if name not in file.sources:
                 try:
-                    sources[name] = (path.parent / name).read_text()
+                    file.sources[name] = (file.path.parent / name).read_text()
                 except OSError as exc:
-                    raise VariantFileError(f"{self.where}: {name}: {exc.strerror}") from None
+                    self.fail(f"{name}: {exc.strerror}", "files")
         self.files = tuple(names)
-        self.module: Module = scan([(n, sources[n]) for n in names])
+        self.module: Module = scan([(n, file.sources[n]) for n in names])
+        self.kernel: Kernel  # set by check()
+        self.struct_fields: set[str] = set()  # of the structs it binds as params
+        self.struct_text = ""
 
-    def fail(self, message: str) -> None:
-        raise VariantFileError(f"{self.where}: {message}")
+    def fail(self, message: str, key: str = "") -> None:
+        self.file.fail(f"{self.where}: {message}", self.table_name, key, self.nth)
 
-    def kernel(self, params: tuple[str, ...], limits: dict[str, Any], forward: bool) -> Kernel:
+    def check(self, params: Any, limits: dict[str, Any], scratch: dict[str, Any]) -> None:
         fn = self.module.functions.get(self.entry)
         if fn is None:
-            self.fail(f"entry point {self.entry!r} is not defined in {', '.join(self.files)}")
+            self.fail(
+                f"entry point {self.entry!r} is not defined in {', '.join(self.files)}",
+                "entry_point",
+            )
         if not fn.is_compute:
             self.fail(f"{fn.file}:{fn.line}: fn {self.entry} is not a @compute entry point")
-        roles = self._roles()
+        roles = self._roles(scratch)
         used = self.module.used_resources(self.entry)
-        self._unmapped(used, set(roles.values()))
-        bindings = {n: (role, self._kind(role, n, used)) for role, n in roles.items()}
+        self._unmapped(used, {n for ns in roles.values() for n in ns})
+        bindings = {n: (role, self._kind(role, n, used)) for role, ns in roles.items() for n in ns}
+        forward = self.table_name == "forward"
         for n, (role, kind) in sorted(bindings.items()):
-            self._access(role, n, kind, used, forward)
-        if "params" in roles:
-            self._params(params, self._decl(roles["params"], used))
+            self._access(role, n, kind, used, forward, scratch)
+        uniforms = {}
+        for n in roles.get("params", ()):
+            decl = self._decl(n, used)
+            if isinstance(params, tuple):
+                self._legacy_params(params, decl)
+            else:
+                uniforms[n] = self._struct_fields(params, decl)
         storage = sum(1 for r in used if r.kind != UNIFORM)
         if storage > limits["maxStorageBuffersPerShaderStage"]:
             self.fail(
@@ -260,38 +417,62 @@ class _KernelCheck:
                 f"maxStorageBuffersPerShaderStage = {storage} (default 8)"
             )
         rows = self._workgroup(limits)
+        grid = self.spec.get("grid", [])
+        if not isinstance(grid, list) or len(grid) not in (0, 3):
+            self.fail(f"grid: three expressions (x, y, z), got {grid!r}", "grid")
+        overrides = self.spec.get("overrides", {})
+        if not isinstance(overrides, dict):
+            self.fail("overrides: a table of NAME = expression", "overrides")
         try:
-            return Kernel(
+            self.kernel = Kernel(
                 self.entry,
                 self.files,
                 bindings,
-                self.table["rows"],
-                self.table["heads"],
-                self.table.get("rows_per_workgroup", rows),
-                self.table.get("cols_per_workgroup", 0),
-                self.table.get("key_parts", False),
-                self.table.get("gemms", 0),
-                self.table.get("dq_sums", True),
-                self.table.get("whole_tiles", ""),
-                self.table.get("adds_kv_parts", False),
-                self.table.get("rolled_loops", ""),
+                self.spec.get("rows", "seq_q"),
+                self.spec.get("heads", "num_heads"),
+                self.spec.get("rows_per_workgroup", rows or 1),
+                self.spec.get("cols_per_workgroup", 0),
+                self.spec.get("key_parts", False),
+                self.spec.get("gemms", 0),
+                self.spec.get("dq_sums", True),
+                self.spec.get("whole_tiles", ""),
+                self.spec.get("adds_kv_parts", False),
+                self.spec.get("rolled_loops", ""),
+                tuple(grid),
+                uniforms,
+                overrides,
+                self.spec.get("loop_passes", ""),
             )
         except ConfigError as exc:
-            raise VariantFileError(f"{self.where}: {exc}") from None
+            self.fail(str(exc), exc.argument.split(".")[0].split("[")[0])
 
-    def _roles(self) -> dict[str, int]:
-        table = self.table["bindings"]
+    def _roles(self, scratch: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+        table = self.spec["bindings"]
         if not isinstance(table, dict):
-            self.fail("bindings: must be an inline table, { role = binding, ... }")
+            self.fail("bindings: must be an inline table, { role = binding, ... }", "bindings")
+        out: dict[str, tuple[int, ...]] = {}
         for role, n in table.items():
-            if role not in ROLES:
-                self.fail(f"bindings: unknown role {role!r}; known: {', '.join(ROLES)}")
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                self.fail(f"bindings.{role}: must be a binding number (int >= 0), got {n!r}")
-        twice = sorted({n for n in table.values() if list(table.values()).count(n) > 1})
+            if role not in ROLES and role not in scratch:
+                known = ", ".join(ROLES)
+                own = ", ".join(scratch) or "none declared"
+                self.fail(
+                    f"bindings: unknown role {role!r}; known: {known}, and the scratch "
+                    f"buffers ([scratch.NAME]: {own})",
+                    "bindings",
+                )
+            numbers = n if role == "params" and isinstance(n, list) else [n]
+            for b in numbers:
+                if isinstance(b, bool) or not isinstance(b, int) or b < 0:
+                    self.fail(
+                        f"bindings.{role}: must be a binding number (int >= 0), got {n!r}",
+                        "bindings",
+                    )
+            out[role] = tuple(numbers)
+        every = [b for ns in out.values() for b in ns]
+        twice = sorted({b for b in every if every.count(b) > 1})
         if twice:
-            self.fail(f"bindings: binding {twice[0]} is given two roles")
-        return dict(table)
+            self.fail(f"bindings: binding {twice[0]} is given two roles", "bindings")
+        return out
 
     def _kind(self, role: str, n: int, used: list[Resource]) -> str:
         """The binding's kind, from the declaration the entry point uses at n (or, when it
@@ -301,14 +482,16 @@ class _KernelCheck:
         if not decls:
             self.fail(
                 f"bindings.{role} = {n}: no @group(0) @binding({n}) is declared in "
-                f"{', '.join(self.files)}"
+                f"{', '.join(self.files)}",
+                "bindings",
             )
         kinds = {r.kind for r in decls}
         if len(kinds) > 1:
             places = ", ".join(f"{r.name} at {r.where}" for r in decls)
             self.fail(
                 f"bindings.{role} = {n}: the entry point uses none of the declarations at "
-                f"binding {n} ({places}) and they differ in access: bind only what it uses"
+                f"binding {n} ({places}) and they differ in access: bind only what it uses",
+                "bindings",
             )
         return kinds.pop()
 
@@ -321,31 +504,44 @@ class _KernelCheck:
             if r.binding not in mapped:
                 self.fail(
                     f"{r.where}: the entry point uses {r.name} (@binding({r.binding})), which "
-                    f"`bindings` gives no role"
+                    f"`bindings` gives no role",
+                    "bindings",
                 )
 
     def _decl(self, n: int, used: list[Resource]) -> Resource:
         """The declaration at binding n: the one the entry point uses, else the first."""
         return next((r for r in used if r.binding == n), None) or self.module.at_binding(n)[0]
 
-    def _access(self, role: str, n: int, kind: str, used: list[Resource], forward: bool) -> None:
+    def _access(
+        self,
+        role: str,
+        n: int,
+        kind: str,
+        used: list[Resource],
+        forward: bool,
+        scratch: dict[str, Any],
+    ) -> None:
         decl = self._decl(n, used)
         at = f"{decl.name} at {decl.where}"
+        if role in scratch:
+            if kind == UNIFORM:
+                self.fail(f"bindings.{role} = {n}: {at} is a uniform; scratch is storage")
+            return
         if kind == UNIFORM or role == "params":
             wrong = binding_kind_error(role, kind)
             if wrong:
-                self.fail(f"bindings.{role} = {n}: {at} is declared {kind}; {wrong}")
+                self.fail(f"bindings.{role} = {n}: {at} is declared {kind}; {wrong}", "bindings")
         written = role in GRADIENT_ROLES or (forward and role in ("o", "lse"))
         if written and kind == RO:
             self.fail(
                 f"bindings.{role} = {n}: {at} is read-only, but this kernel writes {role}: "
-                "declare it var<storage, read_write>"
+                "declare it var<storage, read_write>",
+                "bindings",
             )
 
-    def _params(self, params: tuple[str, ...], uniform: Resource) -> None:
-        struct = self.module.structs.get(uniform.type)
-        if struct is None:
-            self.fail(f"{uniform.where}: {uniform.name}'s type {uniform.type} is not a struct")
+    def _legacy_params(self, params: tuple[str, ...], uniform: Resource) -> None:
+        """`params = [names]`: the struct must hold exactly these of the harness's fields."""
+        struct = self._struct(uniform)
         names = [f for f, _ in struct.fields]
         at = f"{struct.file}:{struct.line}"
         if names != list(params):
@@ -355,23 +551,51 @@ class _KernelCheck:
             )
             wgsl = names[diff] if diff < len(names) else "(end)"
             toml = params[diff] if diff < len(params) else "(end)"
-            self.fail(
+            self.file.fail(
                 f"params: struct {struct.name} ({at}) declares {names}; the file's params are "
-                f"{list(params)}: field {diff} is {wgsl} in the WGSL, {toml} in params"
+                f"{list(params)}: field {diff} is {wgsl} in the WGSL, {toml} in params",
+                "",
+                "params",
             )
         for fname, ftype in struct.fields:
             want = WGSL_TYPE[KNOWN_PARAMS[fname]] if fname in KNOWN_PARAMS else None
             if (want and ftype != want) or (not want and ftype not in ("u32", "i32", "f32")):
-                self.fail(
+                self.file.fail(
                     f"params: struct {struct.name} ({at}) declares {fname}: {ftype}; the "
-                    f"harness packs it as {want or 'a 4-byte u32 of zero'}"
+                    f"harness packs it as {want or 'a 4-byte u32 of zero'}",
+                    "",
+                    "params",
                 )
+
+    def _struct_fields(self, values: dict[str, Any], uniform: Resource) -> tuple:
+        """The kernel's own struct, each field valued by the file's [params] table (the
+        kernel's own `params` table first), the harness's field of the same name, or zero
+        padding."""
+        struct = self._struct(uniform)
+        self.struct_fields |= {f for f, _ in struct.fields}
+        self.struct_text = f"struct {struct.name}: {', '.join(f for f, _ in struct.fields)}"
+        own = self.spec.get("params", {})
+        if not isinstance(own, dict):
+            self.fail("params: a table of field = expression", "params")
+        merged = {k: v for k, v in values.items() if k in dict(struct.fields)} | own
+        try:
+            return make_fields(struct.name, list(struct.fields), merged, "params")
+        except ConfigError as exc:
+            at = f"struct {struct.name} at {struct.file}:{struct.line}"
+            self.file.fail(f"{self.where}: {exc} ({at})", "params", exc.argument.split(".")[-1])
+        raise AssertionError
+
+    def _struct(self, uniform: Resource) -> Any:
+        struct = self.module.structs.get(uniform.type)
+        if struct is None:
+            self.fail(f"{uniform.where}: {uniform.name}'s type {uniform.type} is not a struct")
+        return struct
 
     def _workgroup(self, limits: dict[str, Any]) -> int | None:
         """The invocations per workgroup, checked against the limits (None: not known)."""
         size = self.module.workgroup_size(self.entry)
         if size is None:
-            if "rows_per_workgroup" not in self.table:
+            if "rows_per_workgroup" not in self.spec and "grid" not in self.spec:
                 self.fail("set rows_per_workgroup: the @workgroup_size is not a constant here")
             return None
         total = size[0] * size[1] * size[2]
@@ -386,15 +610,104 @@ class _KernelCheck:
         return total
 
 
-def _known_keys(where: str, label: str, table: dict, known: tuple[str, ...]) -> None:
+class _Lines:
+    """Where tables and keys are in a TOML text (tomllib gives no positions): the line of
+    each [table] / [[table]] header (by name and occurrence) and of each key in it."""
+
+    _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+    _KEY = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*(\.|=)")
+
+    def __init__(self, text: str) -> None:
+        self.headers: list[tuple[str, int]] = [("", 0)]
+        self.keys: list[dict[str, int]] = [{}]
+        for number, line in enumerate(text.splitlines(), 1):
+            if m := self._HEADER.match(line):
+                self.headers.append((m[1], number))
+                self.keys.append({})
+            elif m := self._KEY.match(line):
+                self.keys[-1].setdefault(m[1], number)
+
+    def find(self, table: str, key: str = "", nth: int = 0) -> int:
+        """The line of `key` in the nth table named `table` ("" : the top), else of the
+        table's header; 0 where neither is found."""
+        seen = -1
+        for i, (name, number) in enumerate(self.headers):
+            if name == table:
+                seen += 1
+                if seen == nth:
+                    return self.keys[i].get(key, number) if key else number
+        if table and "." in table:  # [scratch.D] written as a key of [scratch]
+            return self.find(table.split(".")[0], table.split(".")[1])
+        return self.keys[0].get(table, 0) if table else 0  # an inline table: table = {..}
+
+
+def _largest(variant: Variant, cases: list[Case]) -> Case | None:
+    """The envelope's largest case, planned though never run (a scratch buffer or a grid
+    that grows past the device's limits shows there first): each axis at its declared
+    maximum, or the largest of the matrix's cases where it declares none; with seq_k made
+    seq_q (or the K/V heads the heads) where that alone brings it inside. None without an
+    envelope, or where no such case lies inside it."""
+    env = variant.envelope
+    if env is None or not cases:
+        return None
+
+    def top(name: str, seen: list[int]) -> int:
+        axis = env.axis(name)
+        if axis.values:
+            return max(axis.values)
+        return axis.hi if axis.hi < AXES[name][1] else max(seen)
+
+    hd = top("head_dim", [c.head_dim for c in cases])
+    sq = top("seq_q", [c.seq_q for c in cases])
+    sk = top("seq_k", [c.seq_k for c in cases])
+    heads = top("num_heads", [c.num_heads for c in cases])
+    batch = top("batch", [c.batch for c in cases])
+    group = max(c.num_heads // c.num_kv_heads for c in cases)
+    causal = any(c.causal for c in cases)
+    tries = [(sq, sk, group), (sq, sq, group), (sk, sk, group), (sq, sq, 1), (sk, sk, 1)]
+    for q, k, g in tries:
+        try:
+            case = Case(
+                hd,
+                q,
+                k,
+                num_heads=heads,
+                num_kv_heads=max(1, heads // g),
+                batch=batch,
+                causal=causal,
+            )
+        except ValueError:
+            continue
+        if variant.refusal(case.config()) is None:
+            return case
+    return None
+
+
+def _place(argument: str) -> tuple[str, str]:
+    """The table and key a ConfigError's argument names (e.g. scratch.D.size)."""
+    parts = re.split(r"[.\[]", argument)
+    if parts[0] == "scratch" and len(parts) > 1:
+        return f"scratch.{parts[1]}", parts[2] if len(parts) > 2 else ""
+    if parts[0] in ("envelope", "params", "layouts"):
+        return parts[0], parts[1] if len(parts) > 1 else ""
+    return "", parts[0]
+
+
+def _fields_of(v: Variant) -> dict[str, Any]:
+    return {name: getattr(v, name) for name in v.__dataclass_fields__}
+
+
+def _known_keys(
+    file: _File, label: str, table: dict, known: tuple[str, ...], name: str = "", nth: int = 0
+) -> None:
     unknown = sorted(set(table) - set(known))
     if unknown:
-        raise VariantFileError(
-            f"{where}: {label}unknown key {unknown[0]!r}; known: {', '.join(known)}"
+        file.fail(
+            f"{label}unknown key {unknown[0]!r}; known: {', '.join(known)}", name, unknown[0], nth
         )
 
 
-def _str_list(where: str, key: str, value: Any) -> list[str]:
+def _str_list(file: _File, key: str, value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise VariantFileError(f"{where}: {key}: must be a list of strings, got {value!r}")
+        file.fail(f"{key}: must be a list of strings, got {value!r}", "", key)
     return value

@@ -13,9 +13,12 @@ from typing import Any
 
 from ..config import AttentionConfig
 from ..kernels import VARIANTS, Variant
+from .judge import generated
+from .judge.cases import Case
 from .paths import SHADER_DIR, shader_sources
 
 _FROM_FILES: dict[str, tuple[Variant, dict[str, str], Path]] = {}
+_FILE_CASES: dict[str, tuple[Case, ...]] = {}  # a file's own cases (its `cases` ids)
 _LIMITATIONS_OF: dict[str, str] = {}  # a file's variant -> the built-in one it follows
 # Where the built-in variants' WGSL is read from (pytest --shaders, check --shaders).
 _BUILT_IN_DIR = [SHADER_DIR]
@@ -23,18 +26,20 @@ _BUILT_IN_DIR = [SHADER_DIR]
 
 def snapshot() -> tuple[Any, ...]:
     """The registry's state (loaded files, the built-ins' folder), for restore()."""
-    return dict(_FROM_FILES), dict(_LIMITATIONS_OF), _BUILT_IN_DIR[0]
+    return dict(_FROM_FILES), dict(_LIMITATIONS_OF), dict(_FILE_CASES), _BUILT_IN_DIR[0]
 
 
 def restore(state: tuple[Any, ...]) -> None:
     """Back to a snapshot(): what a pytest session loaded ends with it, including one run
     inside another's process (pytester), which would otherwise leave its --shaders folder
     or its variant files to the tests after it."""
-    files, limitations, folder = state
+    files, limitations, cases, folder = state
     _FROM_FILES.clear()
     _FROM_FILES.update(files)
     _LIMITATIONS_OF.clear()
     _LIMITATIONS_OF.update(limitations)
+    _FILE_CASES.clear()
+    _FILE_CASES.update(cases)
     _BUILT_IN_DIR[0] = folder
 
 
@@ -72,6 +77,7 @@ def load_file(path: Path) -> str:
     if known is not None and known[2].resolve() != Path(path).resolve():
         raise ValueError(f"{path}: variant {name!r} is declared in {known[2]} already")
     _FROM_FILES[name] = (loaded.variant, loaded.sources, Path(path))
+    _FILE_CASES[name] = loaded.cases
     if loaded.limitations_of:
         _LIMITATIONS_OF[name] = loaded.limitations_of
     return name
@@ -130,3 +136,12 @@ def request_form(name: str) -> str | dict[str, Any]:
 def refusal(name: str, cfg: AttentionConfig) -> str | None:
     """Why the variant does not support this configuration (None: it does)."""
     return get(name).refusal(cfg)
+
+
+def matrix(name: str) -> tuple[Case, ...]:
+    """The cases the variant is judged on (generated.matrix: the fixed matrix, or its
+    envelope's), then its file's own cases."""
+    own = _FILE_CASES.get(name, ())
+    cases = generated.matrix(get(name))
+    ids = {c.id for c in cases}
+    return (*cases, *(c for c in own if c.id not in ids))

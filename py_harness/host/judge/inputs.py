@@ -146,17 +146,29 @@ def judge_case(
     variant: str = DEFAULT_VARIANT,
     draw: int = 0,
     backward: bool = True,
+    produced: tuple[str, ...] = OUTPUTS,
+    given: dict[str, np.ndarray] | None = None,
 ) -> CaseResult:
     """Judge one run of a case from arrays, wherever it ran: O, LSE, dQ, dK, dV against the
     rule (verdict.py), and the case's own checks. `x`: its inputs (make_inputs); `reply`:
     run_case's reply with the outputs decoded into reply["arrays"] (decode_outputs).
     backward: False for a run of the forward alone (O and the LSE judged, no gradient
-    wanted)."""
+    wanted). produced: the outputs the variant makes (Variant.outputs), each of which must
+    come back. given: the O and LSE a backward-only variant was handed (verdict.judge_outputs
+    then adds the baseline such a backward gets)."""
     cfg = case.config()
     got = reply["arrays"]
-    reports, _ = judge_outputs(cfg, x, got, large_scores=case.large_scores, reuse=True)
+    reports, _ = judge_outputs(
+        cfg,
+        x,
+        got,
+        large_scores=case.large_scores,
+        reuse=True,
+        given=given or None,
+    )
     checks: dict[str, tuple[bool, str]] = {}
-    missing = [n for n in (OUTPUTS if backward else ("o", "lse")) if n not in got]
+    wanted = [n for n in produced if backward or n in ("o", "lse")]
+    missing = [n for n in wanted if n not in got]
     if missing:  # judge_outputs judges what came back: an output that did not is a failure
         checks["every output returned"] = (False, f"the reply lacks {', '.join(missing)}")
     if case.repeat_backward and backward:

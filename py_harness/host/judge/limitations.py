@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import AttentionConfig
+from ...params import expression_scope
+from .. import variants
 from ..variants import limitations_of
 from ..wire import Caller
 from . import loop_budget
@@ -49,6 +51,11 @@ class Limitation:
     # The runtimes it concerns, where the fault is the implementation's and not the
     # adapter's (() = every runtime on a matching adapter).
     runtimes: tuple[str, ...] = ()
+    # Other variants it concerns, by what they declare (e.g. their loops' passes).
+    declared_by: Callable[[str], bool] = lambda variant: False
+
+    def concerns(self, variant: str) -> bool:
+        return limitations_of(variant) in self.variants or self.declared_by(variant)
 
     def applies_to(self, adapter: str, runtime: str = "") -> bool:
         """Whether it concerns this adapter (its name) on this runtime (unknown: "")."""
@@ -78,7 +85,7 @@ def coverage(
 ) -> Coverage | None:
     """The declared limitation that covers this run, if any (drivers first)."""
     for lim in sorted(LIMITATIONS, key=lambda lim: lim.kind != DRIVER):
-        if limitations_of(variant) in lim.variants and lim.applies_to(adapter):
+        if lim.concerns(variant) and lim.applies_to(adapter):
             reason = lim.covers(variant, cfg, adapter, large_scores)
             if reason:
                 return Coverage(lim, reason)
@@ -186,6 +193,8 @@ SEED_SCALING = Limitation(
 def _loop_budget_covers(
     variant: str, cfg: AttentionConfig, adapter: str, large_scores: bool
 ) -> str | None:
+    if limitations_of(variant) not in ("seed", "fast"):
+        return _declared_loops_cover(variant, cfg)
     lanes, rolled = loop_budget.lanes_of(adapter), loop_budget.rolled_loops(adapter)
     over = loop_budget.over_budget(limitations_of(variant), cfg, lanes, rolled)
     if not over:
@@ -194,6 +203,25 @@ def _loop_budget_covers(
     return (
         f"{entry} needs {count:,} loop passes per SIMD vector; lavapipe ends every loop "
         f"after {loop_budget.BUDGET:,}"
+    )
+
+
+def _declares_loops(variant: str) -> bool:
+    return any(k.loop_passes for k in variants.get(variant).kernels)
+
+
+def _declared_loops_cover(variant: str, cfg: AttentionConfig) -> str | None:
+    """A variant's own declared loop passes (Kernel.loop_passes) against the budget."""
+    own = variants.get(variant).for_head_dim(cfg.head_dim)
+    scope = expression_scope(cfg)
+    needs = {k.entry_point: k.passes_needed(scope) for k in own.own_kernels if k.loop_passes}
+    over = {e: n for e, n in needs.items() if n is not None and n > loop_budget.BUDGET}
+    if not over:
+        return None
+    entry, count = max(over.items(), key=lambda item: item[1])
+    return (
+        f"{entry} makes up to {count:,} loop passes (its loop_passes); lavapipe ends every "
+        f"loop after {loop_budget.BUDGET:,}"
     )
 
 
@@ -235,6 +263,7 @@ LAVAPIPE_LOOPS = Limitation(
     ),
     covers=_loop_budget_covers,
     reproduce=_loop_budget_reproduces,
+    declared_by=_declares_loops,
 )
 
 

@@ -106,6 +106,23 @@ def baselines(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> dict[str, dict[
     return {"blas32": references(cfg, x, np.float32), "seq32": seq}
 
 
+def handed_allowance(base: dict[str, Outputs], ref64: Outputs, terms: Outputs) -> Outputs:
+    """What a backward handed O and the LSE (a backward-only variant) may owe to them, per
+    gradient element: {dq, dk, dv}. Its float32 scores do not make the handed LSE exactly
+    (any forward's LSE may miss the exact one by the LSE rule's bound, eps = 2 x the
+    baselines' LSE error + the floor), so each P = exp(s - lse) it computes may be off by
+    a factor 1 +- eps, and each term of a gradient's sum with it: the sum by eps times its
+    sum of |terms|. A forward-and-backward pair owes nothing here: its P come from its own
+    LSE."""
+    empty = ref64["lse"] >= compare.LSE_SENTINEL_MIN
+    worst = max(
+        float(np.abs(np.where(empty, 0.0, b["lse"] - ref64["lse"])).max(initial=0.0))
+        for b in base.values()
+    )
+    eps = compare.FACTORS["lse"] * worst + compare.ATOL_FLOOR
+    return {n: eps * terms[n].astype(np.float64) for n in ("dq", "dk", "dv")}
+
+
 def term_sums(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> Outputs:
     """Each output element's sum of |terms| (reference.attention_term_sums), in float32 (a
     bound's size needs no more); the LSE's are 0: it has no such term."""
@@ -195,13 +212,16 @@ def judge_outputs(
     large_scores: bool = False,
     reuse: bool = False,
     bounds: dict[str, np.ndarray] | None = None,
+    given: dict[str, np.ndarray] | None = None,
 ) -> tuple[list[compare.Report], dict[str, np.ndarray]]:
     """Judge each output in `got` (o must be there; the others where present); returns the
     reports and the float64 reference. large_scores: FlashAttention's overflow factors
     (Case.large_scores). reuse: take the reference and baselines from REFERENCE_CACHE
     (read-only arrays). bounds: a dict to fill with each judged output's bound per element
-    (compare.element_bounds)."""
+    (compare.element_bounds). given: the O and LSE a backward-only kernel was handed
+    (float32): the gradients' bounds then grow by handed_allowance."""
     ref64, base, terms = REFERENCE_CACHE.get(cfg, x) if reuse else expected(cfg, x)
+    handed = handed_allowance(base, ref64, terms) if given is not None else {}
     factors = compare.OVERFLOW_FACTORS if large_scores else compare.FACTORS
     reports = [
         compare.judge(
@@ -212,6 +232,7 @@ def judge_outputs(
             factors[n],
             compare.floor_at_scale(n, cfg.dropout_p),
             terms[n],
+            handed.get(n),
         )
         for n in OUTPUTS
         if n in got
