@@ -193,36 +193,29 @@ SEED_SCALING = Limitation(
 def _loop_budget_covers(
     variant: str, cfg: AttentionConfig, adapter: str, large_scores: bool
 ) -> str | None:
+    """The built-in kernels' counts by loop_budget's model; a file's by its own
+    declaration (Kernel.loop_passes)."""
     if limitations_of(variant) not in ("seed", "fast"):
-        return _declared_loops_cover(variant, cfg)
+        own = variants.get(variant).for_head_dim(cfg.head_dim)
+        scope = expression_scope(cfg)
+        needs = {k.entry_point: k.passes_needed(scope) for k in own.own_kernels if k.loop_passes}
+        over = {e: n for e, n in needs.items() if n is not None and n > loop_budget.BUDGET}
+        return _over_budget(over, "makes up to {:,} loop passes (its loop_passes)")
     lanes, rolled = loop_budget.lanes_of(adapter), loop_budget.rolled_loops(adapter)
     over = loop_budget.over_budget(limitations_of(variant), cfg, lanes, rolled)
+    return _over_budget(over, "needs {:,} loop passes per SIMD vector")
+
+
+def _over_budget(over: dict[str, int], needs: str) -> str | None:
+    """The entry point furthest past the budget, and what it needs (a format of the count)."""
     if not over:
         return None
     entry, count = max(over.items(), key=lambda item: item[1])
-    return (
-        f"{entry} needs {count:,} loop passes per SIMD vector; lavapipe ends every loop "
-        f"after {loop_budget.BUDGET:,}"
-    )
+    return f"{entry} {needs.format(count)}; lavapipe ends every loop after {loop_budget.BUDGET:,}"
 
 
 def _declares_loops(variant: str) -> bool:
     return any(k.loop_passes for k in variants.get(variant).kernels)
-
-
-def _declared_loops_cover(variant: str, cfg: AttentionConfig) -> str | None:
-    """A variant's own declared loop passes (Kernel.loop_passes) against the budget."""
-    own = variants.get(variant).for_head_dim(cfg.head_dim)
-    scope = expression_scope(cfg)
-    needs = {k.entry_point: k.passes_needed(scope) for k in own.own_kernels if k.loop_passes}
-    over = {e: n for e, n in needs.items() if n is not None and n > loop_budget.BUDGET}
-    if not over:
-        return None
-    entry, count = max(over.items(), key=lambda item: item[1])
-    return (
-        f"{entry} makes up to {count:,} loop passes (its loop_passes); lavapipe ends every "
-        f"loop after {loop_budget.BUDGET:,}"
-    )
 
 
 # What probes.probe_loops returns under a budget of 65535 passes (see probes.py).
