@@ -112,9 +112,21 @@ def test_a_declaration_that_misdescribes_the_kernels_fails_the_judge(tmp_path: P
             edited = text.replace(old, new, 1).replace('name = "bhsd"', f'name = "wrong{i}"')
             path.write_text(edited.replace("nolayouts = {", "# layouts = {"))
             names[what] = variants.load_file(path)
+        # Q's layout as strides instead of its order: the same placement, the same verdict
+        strides = (
+            '{ strides = { B = "num_heads * seq_q * head_dim", H = "seq_q * head_dim", '
+            'S = "head_dim", D = 1 } }'
+        )
+        as_strides = tmp_path / "strides.toml"
+        as_strides.write_text(
+            text.replace('q = "BHSD"', f"q = {strides}", 1).replace(
+                'name = "bhsd"', 'name = "strides"'
+            )
+        )
         with open_session("wgpu") as session:
             right = variants.load_file(BHSD)
             assert evaluate(CONTROL, session, variant=right).passed
+            assert evaluate(CONTROL, session, variant=variants.load_file(as_strides)).passed
             for what, name in names.items():
                 result = evaluate(CONTROL, session, variant=name)
                 assert not result.passed, f"{what}: {[str(r) for r in result.reports]}"

@@ -317,3 +317,20 @@ def test_an_lse_derived_from_a_row_maximum_and_sum(tmp_path: Path) -> None:
     got_l.frombytes(plan.input_bytes("l", given))
     assert list(got_l) == [1.0] * 4 and got_m[2] >= 1e38
     assert got_m[0] == pytest.approx(0.5 / ln2, rel=1e-6)
+
+
+def test_override_constants_by_expression(tmp_path: Path) -> None:
+    """overrides = { NAME = expr }: set per case as pipeline constants (floats, as WebGPU
+    passes them); a pipeline compiled ahead of any case leaves them out."""
+    wgsl = WGSL.replace(
+        "@compute @workgroup_size(64)\nfn fwd",
+        "override TILE: u32 = 64u;\n\n@compute @workgroup_size(64)\nfn fwd",
+    )
+    grid = 'grid = ["ceil(seq_q / 64)", "num_heads", "batch"]\n'
+    toml = TOML.replace(grid, grid + 'overrides = { TILE = "min(64, seq_q)" }\n', 1)
+    v = load(write(tmp_path, toml, wgsl)).variant
+    cfg = AttentionConfig(batch=1, num_heads=1, seq_q=17, seq_k=17, head_dim=32)
+    assert v.forward.constants(cfg) == {"TILE": 17.0}
+    assert v.forward.constants(None) == {}
+    with pytest.raises(VariantFileError, match="unknown name 'seqq'"):
+        load(write(tmp_path, toml.replace("min(64, seq_q)", "min(64, seqq)"), wgsl))
