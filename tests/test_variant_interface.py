@@ -334,3 +334,17 @@ def test_override_constants_by_expression(tmp_path: Path) -> None:
     assert v.forward.constants(None) == {}
     with pytest.raises(VariantFileError, match="unknown name 'seqq'"):
         load(write(tmp_path, toml.replace("min(64, seq_q)", "min(64, seqq)"), wgsl))
+
+
+def test_a_files_own_cases_join_its_matrix(tmp_path: Path) -> None:
+    from py_harness.host import variants
+
+    toml = TOML.replace('lse = "log2"', 'lse = "log2"\ncases = ["d64-sq300-sk300-b2-h2-causal"]')
+    before = variants.snapshot()
+    try:
+        name = variants.load_file(write(tmp_path, toml))
+        ids = [c.id for c in variants.matrix(name)]
+        assert ids[-1] == "d64-sq300-sk300-b2-h2-causal" and len(ids) == len(set(ids))
+    finally:
+        variants.restore(before)
+    refused(tmp_path, "variant.toml:6:", "cases:", "'x3'", toml=toml.replace("h2-causal", "x3"))
