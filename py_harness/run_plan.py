@@ -18,14 +18,15 @@ from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from . import layouts
+from . import dtypes, layouts
 from .config import (
+    F32_BYTES,
     PACKED,
     AttentionConfig,
     ConfigError,
     binding_cap,
+    buffer_bytes,
     buffer_sizes,
-    whole_vec4s,
 )
 from .expr import Number
 from .params import expression_scope, pack_params, pack_struct
@@ -76,7 +77,8 @@ def uniform_key(kernel: Kernel, binding: int) -> str:
 @dataclass
 class RunPlan:
     """One case's dispatch: each pass's workgroups, uniform bytes and constants, each
-    buffer's floats and each declared layout's placement."""
+    buffer's elements ("floats": f32 or f16, Variant.dtypes) and each declared layout's
+    placement."""
 
     variant: Variant
     cfg: AttentionConfig
@@ -127,8 +129,8 @@ class RunPlan:
         """Refuse buffers over one binding's limit and grids over the workgroups a dispatch
         may have per dimension, naming the role or the pass and the limit."""
         cap = binding_cap(dict(limits))
-        for role, floats in self.floats.items():
-            nbytes = whole_vec4s(floats) * 4
+        for role in self.floats:
+            nbytes = self.buffer_bytes(role)
             if nbytes > cap:
                 what = f"scratch.{role}" if role in self.variant.scratch else role
                 raise ConfigError(
@@ -148,11 +150,27 @@ class RunPlan:
                         f"maxComputeWorkgroupsPerDimension of {most}",
                     )
 
+    def data_bytes(self, role: str) -> int:
+        """The bytes of a role's elements in its dtype."""
+        return self.floats[role] * dtypes.item_bytes(self.variant.dtype(role))
+
+    def buffer_bytes(self, role: str) -> int:
+        """The bytes of the buffer that holds a role (config.buffer_bytes: whole vec4s)."""
+        return buffer_bytes(-(-self.data_bytes(role) // F32_BYTES))
+
     # ---- tensors in, tensors out --------------------------------------------------------
     def input_bytes(self, role: str, tensors: Mapping[str, bytes]) -> bytes:
-        """A role's buffer contents from the host's canonical tensors: in the variant's
-        layout; O and the LSE for a backward-only variant in its units (lse_from: the
-        maximum as the LSE and the sum 1, so that exp(s - max) / sum is P)."""
+        """A role's buffer contents from the host's canonical float32 tensors: in the
+        variant's layout and dtype; O and the LSE for a backward-only variant in its units
+        (lse_from: the maximum as the LSE and the sum 1, so that exp(s - max) / sum is P)."""
+        dtype, raw = self.variant.dtype(role), self._input_f32(role, tensors)
+        if dtype != "f32" and (role == "lse" or role in self.variant.lse_from):
+            # an empty row's sentinel (3e38) is past f16's range: inf serves it as well
+            raw = array("f", (x if x < EMPTY_LSE_MIN else math.inf for x in _floats(raw)))
+            raw = raw.tobytes()
+        return dtypes.encode(raw, dtype, role)
+
+    def _input_f32(self, role: str, tensors: Mapping[str, bytes]) -> bytes:
         v = self.variant
         lse = tensors.get("lse", b"")
         if v.lse_from and role == v.lse_from[1]:  # the row sum
@@ -168,8 +186,9 @@ class RunPlan:
         return layouts.to_kernel(self.cfg, role, tensors, self.placements.get(role))
 
     def output_bytes(self, role: str, data: bytes) -> dict[str, bytes]:
-        """The canonical tensors a role's buffer holds (a packed role's parts, the LSE in
-        natural-log units)."""
+        """The canonical float32 tensors a role's buffer holds (a packed role's parts, the
+        LSE in natural-log units)."""
+        data = dtypes.decode(data, self.variant.dtype(role))
         got = layouts.from_kernel(self.cfg, role, data, self.placements.get(role))
         if role == "lse":
             got["lse"] = from_units(got["lse"], self.variant.lse)
@@ -179,10 +198,12 @@ class RunPlan:
         """The LSE from a forward's row maximum and row sum (Variant.lse_from), each laid out
         as the LSE: max + log(sum), in natural-log units; a row whose sum is not positive is
         a row without a visible key."""
-        m = _floats(
-            layouts.from_kernel(self.cfg, "lse", maximum, self.placements.get("lse"))["lse"]
-        )
-        s = _floats(layouts.from_kernel(self.cfg, "lse", total, self.placements.get("lse"))["lse"])
+        where = self.placements.get("lse")
+        m_role, s_role = self.variant.lse_from
+        m = dtypes.decode(maximum, self.variant.dtype(m_role))
+        s = dtypes.decode(total, self.variant.dtype(s_role))
+        m = _floats(layouts.from_kernel(self.cfg, "lse", m, where)["lse"])
+        s = _floats(layouts.from_kernel(self.cfg, "lse", s, where)["lse"])
         base = 2.0 if self.variant.lse == "log2" else math.e
         out = array("f", bytes(4 * len(m)))
         for i, (mi, si) in enumerate(zip(m, s, strict=True)):

@@ -7,7 +7,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from . import shaders
+from . import dtypes, layouts, shaders
 from .config import (
     F32_BYTES,
     HOST_INPUTS,
@@ -64,6 +64,9 @@ class AttentionRunner:
         )
 
     def check_limits(self) -> None:
+        missing = self.variant.missing_features(self.device.features)
+        if missing:
+            raise ConfigError("variant", f"{missing}; this adapter does not offer it")
         for name, need in self.variant.required_limits.items():
             have = self.device.limits.get(name, 0)
             if have < need:
@@ -107,6 +110,10 @@ class AttentionRunner:
         known = [r for r in chosen.storage_roles if r not in chosen.scratch]
         validate_sizes(cfg, self.device.limits, [r for r in known if r not in chosen.layouts])
         check_input_bytes(cfg, tensors, self.device.scan_nonfinite)
+        for role, dtype in chosen.dtypes.items():  # f16 inputs: each value must fit
+            for name in layouts.parts(role):
+                if name in tensors and name in (*HOST_INPUTS, "o"):
+                    dtypes.check_fits(tensors[name], dtype, name)
         backward = backward and bool(chosen.backward)
         if backward and "d_out" not in tensors:
             check_input_bytes(cfg, {**tensors, "d_out": b""})
@@ -224,7 +231,6 @@ def create_buffers(
     data: dict[str, bytes] = {}
     given = ("o", "lse", *variant.lse_from) if variant.forward is None else ()
     for role in variant.storage_roles:
-        floats = plan.floats[role]
         if role == "seqlens":  # from the config, like params
             data[role] = pack_seqlens(cfg)
             wanted[role] = (data_buffer_bytes(data[role]), ("UNIFORM", "COPY_DST"))
@@ -232,15 +238,15 @@ def create_buffers(
         if role in given or role in PACKED_INPUTS or role in HOST_INPUTS:
             data[role] = plan.input_bytes(role, tensors)  # absent: no d_out, no mask
         elif role in variant.scratch and not variant.scratch[role].zeroed:
-            data[role] = POISON * (F32_BYTES * floats)
+            data[role] = POISON * plan.data_bytes(role)
         else:  # written by the kernels: outputs and the scratch (COPY_DST: cleared for reuse)
-            wanted[role] = (buffer_bytes(floats), ("STORAGE", "COPY_SRC", "COPY_DST"))
+            wanted[role] = (plan.buffer_bytes(role), ("STORAGE", "COPY_SRC", "COPY_DST"))
             continue
         if role == "alibi_slopes":  # whole even when absent: a fixed-size uniform array
-            wanted[role] = (buffer_bytes(floats), ("UNIFORM", "STORAGE", "COPY_DST"))
+            wanted[role] = (plan.buffer_bytes(role), ("UNIFORM", "STORAGE", "COPY_DST"))
         else:
             usage = ("STORAGE", "COPY_SRC", "COPY_DST")
-            wanted[role] = (buffer_bytes(floats if data[role] else 0), usage)
+            wanted[role] = (plan.buffer_bytes(role) if data[role] else buffer_bytes(0), usage)
     for key, raw in plan.uniforms.items():
         data[key] = raw
         wanted[key] = (data_buffer_bytes(raw), ("UNIFORM", "COPY_DST"))
@@ -282,7 +288,8 @@ class OutputReads:
             floats |= {
                 r: canonical[r] for r in ("dk", "dv") if r in roles and r not in plan.placements
             }
-        return cls(plan, names, tuple(roles), [(bufs[r], 4 * floats[r]) for r in roles])
+        size = {r: dtypes.item_bytes(v.dtype(r)) for r in roles}
+        return cls(plan, names, tuple(roles), [(bufs[r], size[r] * floats[r]) for r in roles])
 
     def unpack(self, data: list[Bytes]) -> dict[str, Bytes]:
         raw = dict(zip(self.roles, data, strict=True))

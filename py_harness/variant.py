@@ -30,6 +30,8 @@ from .config import (
     tiles_are_whole,
     whole_vec4s,
 )
+from .dtypes import DTYPES, Arithmetic
+from .dtypes import FEATURES as DTYPE_FEATURES
 from .envelope import Envelope
 from .expr import Expr, Number, as_int, compile_expr
 from .layouts import Layout
@@ -490,6 +492,12 @@ class Variant:
     # Passes the forward run dispatches after `forward`, in order (a softmax pass, then
     # one that multiplies by V, sharing a scratch buffer).
     forward_after: tuple[Kernel, ...] = ()
+    # Each tensor's element type where it is not f32 (dtypes.py), by role or scratch
+    # name: {"q": "f16", ...}. A variant with f16 tensors needs the adapter's shader-f16.
+    dtypes: dict[str, str] = field(default_factory=dict)
+    # What the kernels compute in between load and store (dtypes.Arithmetic): the judge's
+    # honest baseline computes in the same.
+    arithmetic: Arithmetic = field(default_factory=Arithmetic)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -516,6 +524,7 @@ class Variant:
             raise ConfigError("lse", f"one of {', '.join(LSE_UNITS)}, got {self.lse!r}")
         self._check_scratch()
         self._check_roles()
+        self._check_dtypes()
 
     @property
     def forward_passes(self) -> tuple[Kernel, ...]:
@@ -594,6 +603,44 @@ class Variant:
                 raise ConfigError(f"layouts.{role}", f"must be a layouts.Layout of {role}")
             if role not in roles and not (role == "lse" and self.lse_from):
                 raise ConfigError(f"layouts.{role}", f"no kernel binds {role}")
+
+    def _check_dtypes(self) -> None:
+        if not isinstance(self.arithmetic, Arithmetic):
+            raise ConfigError("arithmetic", f"must be a dtypes.Arithmetic, got {self.arithmetic!r}")
+        roles = set(self.storage_roles) | ({"lse"} if self.lse_from else set())
+        for role, dtype in self.dtypes.items():
+            if dtype not in DTYPES:
+                raise ConfigError(f"dtypes.{role}", f"one of {', '.join(DTYPES)}; got {dtype!r}")
+            if role in UNIFORM_ROLES:
+                raise ConfigError(f"dtypes.{role}", "a uniform or u32 buffer has no f16 form")
+            if role not in roles and not self.by_head_dim:
+                raise ConfigError(
+                    f"dtypes.{role}", f"no kernel binds {role} (bound: {', '.join(sorted(roles))})"
+                )
+        for bound, spec in self.by_head_dim:
+            if spec.dtypes != self.dtypes or spec.arithmetic != self.arithmetic:
+                raise ConfigError(
+                    f"by_head_dim[{bound}]",
+                    "a specialisation keeps its variant's dtypes and arithmetic",
+                )
+
+    def dtype(self, role: str) -> str:
+        """The element type a role's buffer holds (f32 unless declared)."""
+        return self.dtypes.get(role, "f32")
+
+    @property
+    def required_features(self) -> tuple[str, ...]:
+        """Adapter features the kernels need (shader-f16 for f16 tensors)."""
+        return tuple(sorted({DTYPE_FEATURES[d] for d in self.dtypes.values() if d != "f32"}))
+
+    def missing_features(self, features: Iterable[str]) -> str | None:
+        """Why an adapter offering `features` cannot run this variant (None: it can)."""
+        have = set(features)
+        missing = [f for f in self.required_features if f not in have]
+        if not missing:
+            return None
+        f16 = sorted(r for r, d in self.dtypes.items() if d == "f16")
+        return f"{self.name} needs the adapter feature {', '.join(missing)} (f16: {', '.join(f16)})"
 
     @property
     def storage_roles(self) -> tuple[str, ...]:
@@ -805,6 +852,8 @@ class Variant:
             "scratch": {n: b.to_dict() for n, b in self.scratch.items()},
             "envelope": self.envelope.to_dict() if self.envelope else None,
             "forward_after": [k.to_dict() for k in self.forward_after],
+            "dtypes": dict(self.dtypes),
+            "arithmetic": self.arithmetic.to_dict(),
         }
 
     @classmethod
@@ -849,7 +898,7 @@ class Variant:
 
 def _interface_from_dict(d: dict[str, Any]) -> dict[str, Any]:
     """The fields of to_dict's form that describe a kernel written to its own conventions:
-    layouts, lse_from, scratch, envelope."""
+    layouts, lse_from, scratch, envelope, dtypes, arithmetic."""
     kw: dict[str, Any] = {}
     layouts = d.get("layouts", {})
     if not isinstance(layouts, dict):
@@ -874,6 +923,11 @@ def _interface_from_dict(d: dict[str, Any]) -> dict[str, Any]:
     kw["forward_after"] = tuple(
         Kernel.from_dict(k, f"forward_after[{i}]") for i, k in enumerate(after)
     )
+    dtypes = d.get("dtypes", {})
+    if not isinstance(dtypes, dict):
+        raise ConfigError("dtypes", f"must map roles to f32 or f16, got {dtypes!r}")
+    kw["dtypes"] = dict(dtypes)
+    kw["arithmetic"] = Arithmetic.from_dict(d.get("arithmetic", {}))
     return kw
 
 

@@ -14,6 +14,7 @@ from pyodide.ffi import JsException, jsnull, to_js  # type: ignore[import-not-fo
 from ..config import any_nonfinite
 from ..shaders import ShaderModuleSource, format_compile_messages
 from .device import (
+    OPTIONAL_FEATURES,
     REQUIRED_LIMITS,
     Buffer,
     Bytes,
@@ -219,8 +220,7 @@ async def request_device(power_preference: str = "high-performance") -> BrowserD
         raise NoAdapterError("navigator.gpu.requestAdapter() returned null")
     have = {name: int(getattr(adapter.limits, name)) for name in _LIMITS}
     want = device_limits(have)
-    # Timestamps give GPU time per pass; without the feature the runner uses wall clock.
-    features = [f for f in ("timestamp-query",) if adapter.features.has(f)]
+    features = [f for f in OPTIONAL_FEATURES if adapter.features.has(f)]
     device = await adapter.requestDevice(
         _js({"requiredLimits": want, "requiredFeatures": features})
     )

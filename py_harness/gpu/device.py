@@ -36,6 +36,10 @@ REQUIRED_LIMITS: dict[str, int] = {
 # 5.3 s for the fast head_dim-64 set (docs/runtimes.md). With the toggle off, Tint
 # writes the zeroing into the shader itself, as it does for drivers without the
 # extension. Kernels see the same zeroed memory either way.
+# Adapter features a device asks for where the adapter offers them: timestamps give GPU
+# time per pass (without them the runner times on the wall clock); shader-f16 lets a
+# variant with f16 tensors (Variant.dtypes) run.
+OPTIONAL_FEATURES = ("timestamp-query", "shader-f16")
 SWIFTSHADER_DAWN_DISABLED_TOGGLES = ("use_vulkan_zero_initialize_workgroup_memory_extension",)
 
 

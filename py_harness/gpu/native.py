@@ -18,6 +18,7 @@ from typing import Any
 from ..shaders import ShaderModuleSource, format_compile_messages
 from . import host_memory
 from .device import (
+    OPTIONAL_FEATURES,
     REQUIRED_LIMITS,
     SWIFTSHADER_DAWN_DISABLED_TOGGLES,
     Buffer,
@@ -288,7 +289,7 @@ async def request_device(
     if adapter is None:
         raise NoAdapterError(f"{gpu.__name__} found no Vulkan/Metal/D3D12 adapter")
     required = required_limits(adapter)
-    features = [f for f in ("timestamp-query",) if f in adapter.features]
+    features = [f for f in OPTIONAL_FEATURES if f in adapter.features]
     options = {"required_limits": required, "required_features": features}
     info = dict(adapter.info)
     if implementation == "dawn" and is_swiftshader(info):

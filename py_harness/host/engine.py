@@ -17,7 +17,7 @@ from . import variants
 from .judge.cases import Case
 from .judge.inputs import CaseResult, judge_case, make_inputs
 from .judge.limitations import case_coverage
-from .judge.verdict import REFERENCE_CACHE
+from .judge.verdict import REFERENCE_CACHE, Precision
 from .runtimes.registry import runtime
 from .runtimes.sessions import Session
 from .wire import run_on
@@ -35,12 +35,13 @@ def evaluate(
     """Run a case on input draw `draw` in a session and judge it (judge_case). sources:
     the WGSL to run (default: the variant's own files). backward: False runs and judges the
     forward alone (O and the LSE): where that fails, the whole case fails."""
-    x = make_inputs(case, draw)
+    precision = variants.precision(variant)
+    x = precision.round_inputs(make_inputs(case, draw))
     runs = 2 if case.repeat_backward else 1
     own = variants.get(variant)
     cfg = case.config()
     backward = backward and bool(own.backward)
-    given = given_outputs(own, cfg, x)
+    given = given_outputs(own, cfg, x, precision)
     reply = run_on(
         session,
         cfg,
@@ -60,16 +61,21 @@ def evaluate(
         backward=backward,
         produced=own.outputs,
         given=given,
+        precision=precision,
     )
 
 
-def given_outputs(own: Variant, cfg: AttentionConfig, x: dict[str, np.ndarray]) -> dict:
+def given_outputs(
+    own: Variant, cfg: AttentionConfig, x: dict[str, np.ndarray], precision: Precision
+) -> dict:
     """What a backward-only variant reads instead of a forward's outputs: O and the LSE of
-    the float64 reference, rounded to float32 (the judge's own, from its cache)."""
-    if own.forward is not None:
-        return {}
-    ref64 = REFERENCE_CACHE.get(cfg, x)[0]
-    return {n: ref64[n].astype(np.float32) for n in ("o", "lse")}
+    the float64 reference, rounded to float32 (the judge's own, from its cache), and to
+    f16 where the variant stores them so."""
+    if own.forward is None:
+        ref64 = REFERENCE_CACHE.get(cfg, x, precision)[0]
+        given = {n: ref64[n].astype(np.float32) for n in ("o", "lse")}
+        return precision.round_inputs(given) | {"lse": given["lse"]}  # the LSE: the plan's
+    return {}
 
 
 def compile_error(exc: BaseException) -> str | None:

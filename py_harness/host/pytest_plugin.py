@@ -23,7 +23,8 @@ Markers: `smoke`, `long` (skipped unless --long), `browser` (needs a WebGPU runt
 `needs_adapter(feature=..., limits={...})`, which skips a test whose session's adapter
 lacks a feature or limit, `needs_runtime(*names)`, which skips a test (one that drives a
 runtime itself, without `harness`) where a named runtime is not installed here, saying how
-to install it, and `harness_private` (a module's sessions are not handed on).
+to install it, `variants(*names)`, which runs a test for those of the selected variants
+only, and `harness_private` (a module's sessions are not handed on).
 Known kernel flaws and driver limitations are data (judge/limitations.py), not markers.
 """
 
@@ -63,6 +64,7 @@ MARKERS = (
     "slow: takes more than a few seconds",
     "smoke: the fast subset of the case matrix",
     "long: a GPU-sized case, skipped unless --long",
+    "variants(*names): run the test for these of the selected variants only",
     "needs_adapter(feature=None, limits=None): skip unless the session's adapter has the "
     "feature and the limits (a dict of minimums)",
     "needs_runtime(*names): skip unless each named runtime (wgpu, dawn, node, chromium, "
@@ -214,16 +216,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     config = metafunc.config
     if "harness" in metafunc.fixturenames:
         metafunc.parametrize("harness", config.harness_runtimes, indirect=True, scope="module")
+    only = metafunc.definition.get_closest_marker("variants")
+    chosen = [v for v in config.harness_variants if only is None or v in only.args]
     both = {"variant", "matrix_case"} <= set(metafunc.fixturenames)
     if both:  # each variant over its own matrix (an envelope's generated cases)
         params = [
             pytest.param(v, c, id=f"{v}-{c.id}", marks=_marks(c))
-            for v in config.harness_variants
+            for v in chosen
             for c in config.harness_cases or variant_registry.matrix(v)
         ]
         metafunc.parametrize(("variant", "matrix_case"), params)
     elif "variant" in metafunc.fixturenames:
-        metafunc.parametrize("variant", config.harness_variants)
+        metafunc.parametrize("variant", chosen)
     elif "matrix_case" in metafunc.fixturenames:
         cases = config.harness_cases or CASES
         params = [pytest.param(c, id=c.id, marks=_marks(c)) for c in cases]
@@ -416,6 +420,15 @@ def run_case(
             pytest.skip(refusal)
         adapter = harness.adapter_name()
         _record_adapter(node, harness)
+        missing = variant_registry.get(variant).missing_features(harness.adapter()["features"])
+        if missing:  # an adapter without shader-f16: unsupported there, never red
+            why = f"{missing}; {adapter} does not offer it"
+            _record(
+                node,
+                report.Outcome(case.id, harness.runtime, "unsupported", math.nan, why),
+                variant,
+            )
+            pytest.skip(why)
         covered = case_coverage(variant, adapter, case)
         if covered is not None and covered.status == "unsupported":
             o = report.Outcome(case.id, harness.runtime, "unsupported", float("nan"), str(covered))
@@ -470,6 +483,9 @@ def catches(harness: Session, variant: str) -> Callable[[str, str], str | None]:
             pytest.fail(f"catches: {old!r} is in no code of {variant}'s WGSL", pytrace=False)
         planted = {**sources, **edited}
         adapter = harness.adapter_name()
+        missing = variant_registry.get(variant).missing_features(harness.adapter()["features"])
+        if missing:
+            pytest.skip(f"{missing}; {adapter} does not offer it")
         for case in variant_registry.matrix(variant):
             if not case.smoke or variant_registry.refusal(variant, case.config()):
                 continue

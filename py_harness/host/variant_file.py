@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ROLES, AttentionConfig, ConfigError
+from ..dtypes import Arithmetic
 from ..envelope import AXES, Envelope
 from ..kernels import VARIANTS
 from ..layouts import Layout
@@ -34,6 +35,7 @@ from ..variant import (
     RO,
     SEED_MAX_HEAD_DIM,
     UNIFORM,
+    UNIFORM_ROLES,
     Kernel,
     Scratch,
     Variant,
@@ -57,6 +59,8 @@ TOP_KEYS = (
     "lse_from",
     "scratch",
     "envelope",
+    "dtypes",
+    "arithmetic",
     "cases",
     "forward",
     "backward",
@@ -135,6 +139,7 @@ class _File:
         self.lines = _Lines(text)
         self.sources: dict[str, str] = {}
         self.checks: list[_KernelCheck] = []
+        self.dtypes: dict[str, str] = {}
 
     def fail(self, message: str, table: str = "", key: str = "", nth: int = 0) -> None:
         line = self.lines.find(table, key, nth)
@@ -229,7 +234,7 @@ class _File:
         return check
 
     def _interface(self) -> dict[str, Any]:
-        """layouts, lse, lse_from, scratch and envelope, each checked."""
+        """layouts, lse, lse_from, scratch, envelope, dtypes and arithmetic, each checked."""
         doc, out = self.doc, {}
         try:
             layouts = doc.get("layouts", {})
@@ -244,6 +249,11 @@ class _File:
             out["scratch"] = {n: Scratch.from_dict(b, f"scratch.{n}") for n, b in scratch.items()}
             if "envelope" in doc:
                 out["envelope"] = Envelope.from_dict(doc["envelope"])
+            dtypes = doc.get("dtypes", {})
+            if not isinstance(dtypes, dict):
+                self.fail('dtypes: a table of role = "f16" (or "f32")', "", "dtypes")
+            out["dtypes"] = self.dtypes = dict(dtypes)
+            out["arithmetic"] = Arithmetic.from_dict(doc.get("arithmetic", {}))
         except ConfigError as exc:
             self.config_error(exc)
         lse = doc.get("lse", "ln")
@@ -524,9 +534,11 @@ class _KernelCheck:
         decl = self._decl(n, used)
         at = f"{decl.name} at {decl.where}"
         if role in scratch:
+            self._element_type(role, n, decl)
             if kind == UNIFORM:
                 self.fail(f"bindings.{role} = {n}: {at} is a uniform; scratch is storage")
             return
+        self._element_type(role, n, decl)
         if kind == UNIFORM or role == "params":
             wrong = binding_kind_error(role, kind)
             if wrong:
@@ -538,6 +550,20 @@ class _KernelCheck:
                 "declare it var<storage, read_write>",
                 "bindings",
             )
+
+    def _element_type(self, role: str, n: int, decl: Resource) -> None:
+        """A storage binding of f16 elements for a role the file declares f16, and of f32
+        ones for the others (the harness fills and reads the buffer in that type)."""
+        declared = self.file.dtypes.get(role, "f32")
+        found = re.findall(r"\b(f16|f32)\b", decl.type)
+        if role in UNIFORM_ROLES or not found or found[-1] == declared:
+            return
+        fix = f'dtypes.{role} = "{found[-1]}"' if found[-1] == "f16" else f"drop dtypes.{role}"
+        self.fail(
+            f"bindings.{role} = {n}: {decl.name} at {decl.where} holds {found[-1]} "
+            f"({decl.type}), but {role} is {declared} here: {fix}, or change the WGSL",
+            "bindings",
+        )
 
     def _legacy_params(self, params: tuple[str, ...], uniform: Resource) -> None:
         """`params = [names]`: the struct must hold exactly these of the harness's fields."""
@@ -688,7 +714,7 @@ def _place(argument: str) -> tuple[str, str]:
     parts = re.split(r"[.\[]", argument)
     if parts[0] == "scratch" and len(parts) > 1:
         return f"scratch.{parts[1]}", parts[2] if len(parts) > 2 else ""
-    if parts[0] in ("envelope", "params", "layouts"):
+    if parts[0] in ("envelope", "params", "layouts", "dtypes", "arithmetic"):
         return parts[0], parts[1] if len(parts) > 1 else ""
     return "", parts[0]
 

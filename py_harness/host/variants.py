@@ -11,10 +11,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..config import AttentionConfig
+from ..config import PACKED, AttentionConfig
 from ..kernels import VARIANTS, Variant
 from .judge import generated
 from .judge.cases import Case
+from .judge.verdict import Precision
 from .paths import SHADER_DIR, shader_sources
 
 _FROM_FILES: dict[str, tuple[Variant, dict[str, str], Path]] = {}
@@ -145,3 +146,13 @@ def matrix(name: str) -> tuple[Case, ...]:
     cases = generated.matrix(get(name))
     ids = {c.id for c in cases}
     return (*cases, *(c for c in own if c.id not in ids))
+
+
+def precision(name: str) -> Precision:
+    """What the variant's kernels store as f16 (its declared dtypes, packed roles by their
+    parts) and compute in, in the judge's terms."""
+    v = get(name)
+    f16 = {p for r, d in v.dtypes.items() if d == "f16" for p in PACKED.get(r, (r,))}
+    if v.lse_from and any(v.dtype(r) == "f16" for r in v.lse_from):
+        f16.add("lse")  # derived from f16 row maxima and sums
+    return Precision(frozenset(f16 - set(v.scratch)), v.arithmetic)

@@ -22,7 +22,7 @@ Host-only module; nothing that runs in Pyodide imports it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -86,9 +86,10 @@ class Report:
     note: str = ""
     baseline: str = ""  # the baseline that set the bound (the least accurate one)
     term_err: float = 0.0  # u * sum |terms| at worst_index (0: not given)
-    # At worst_index, what a backward handed its O and LSE may owe to them (judge's
-    # `handed`; 0: not given), added to the bound.
-    handed: float = 0.0
+    # At worst_index, each allowance added to the bound, by what it is for (judge's
+    # `allowances`: what a backward handed its O and LSE may owe to them, an f16 output's
+    # rounding).
+    allowances: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -113,7 +114,7 @@ class Report:
             f"{head} max abs {self.max_abs_err:.2g} at {self.worst_index}: "
             f"expected {self.expected:.9g}, got {self.actual:.9g}; "
             f"bound {self.bound:.2g} = {self.factor:g} x {self._honest()} + {self.floor:.2g}"
-            + (f" + {self.handed:.2g} (the handed LSE)" if self.handed else "")
+            + "".join(f" + {v:.2g} ({k})" for k, v in self.allowances.items() if v)
             + f"; ratio {self.ratio:.2f}"
         )
         if self.nan_count:
@@ -131,7 +132,7 @@ def judge(
     factor: float | None = None,
     floor: float = ATOL_FLOOR,
     term_sums: ArrayLike | None = None,
-    handed: ArrayLike | None = None,
+    allowances: Mapping[str, ArrayLike] | None = None,
 ) -> Report:
     """Judge a kernel result `actual` against ref64 with FlashAttention's rule.
 
@@ -142,9 +143,9 @@ def judge(
     (>= LSE_SENTINEL_MIN) are left out of every error measure but actual must be
     >= LSE_SENTINEL_MIN there. Elements where ref64 itself is not finite must match
     exactly (same inf, or NaN). Fails on a shape mismatch, on any NaN / Inf in actual
-    where ref64 is finite, and when max_abs_err > bound. handed: ref64's shape, added to
-    each element's bound (verdict.handed_allowance: what a backward handed its O and LSE
-    owes to them; None: nothing).
+    where ref64 is finite, and when max_abs_err > bound. allowances: arrays of ref64's
+    shape by what they allow for, each added to each element's bound (verdict.py: what a
+    backward handed its O and LSE owes to them, an f16 output's rounding; None: none).
     """
     factor = FACTORS[name] if factor is None else float(factor)
     if not isinstance(baselines, Mapping):
@@ -207,8 +208,12 @@ def judge(
         if terms.shape != r.shape or not np.isfinite(terms[compared]).all():
             raise ValueError(f"{name}: term_sums {terms.shape} not finite where ref64 {r.shape} is")
     bounds = _bounds(factor, baseline, terms, floor)
-    extra = np.zeros(r.shape) if handed is None else np.asarray(handed, dtype=np.float64)
-    bounds = bounds + extra
+    extra = {
+        k: np.broadcast_to(np.asarray(v, np.float64), r.shape)
+        for k, v in (allowances or {}).items()
+    }
+    for v in extra.values():
+        bounds = bounds + np.where(compared, v, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(err > 0, err / bounds, 0.0)  # a 0 bound is met by 0 error only
     if bad.any():  # report the first failing element, CTS style
@@ -237,7 +242,7 @@ def judge(
         sentinel_misses=misses,
         baseline=worst_baseline,
         term_err=float(terms[idx]) if own else 0.0,
-        handed=float(extra[idx]) if own else 0.0,
+        allowances={k: float(v[idx]) for k, v in extra.items()} if own else {},
     )
 
 
@@ -253,4 +258,4 @@ def element_bounds(report: Report, term_sums: ArrayLike | None = None) -> np.nda
     demo page (report.bound is the worst element's)."""
     terms = 0.0 if term_sums is None else U32 * np.asarray(term_sums, dtype=np.float64)
     return np.asarray(_bounds(report.factor, report.baseline_err, terms, report.floor))
-    # (a backward-only variant's handed allowance is not here: the demo page runs built-ins)
+    # (allowances are not here: the demo page runs float32 built-ins, which have none)

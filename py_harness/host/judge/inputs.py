@@ -17,7 +17,7 @@ from ...kernels import DEFAULT_VARIANT
 from . import compare
 from .cases import Case
 from .dropout import dropout_multiplier
-from .verdict import judge_outputs
+from .verdict import F32_PRECISION, Precision, judge_outputs
 
 # Case.shifted_scores: the rms of each row's shift, beyond +-88.7 for 55 % of rows.
 # float32's exp overflows above 88.7, is subnormal below -87.3 and 0 below -104.
@@ -148,6 +148,7 @@ def judge_case(
     backward: bool = True,
     produced: tuple[str, ...] = OUTPUTS,
     given: dict[str, np.ndarray] | None = None,
+    precision: Precision = F32_PRECISION,
 ) -> CaseResult:
     """Judge one run of a case from arrays, wherever it ran: O, LSE, dQ, dK, dV against the
     rule (verdict.py), and the case's own checks. `x`: its inputs (make_inputs); `reply`:
@@ -165,6 +166,7 @@ def judge_case(
         large_scores=case.large_scores,
         reuse=True,
         given=given or None,
+        precision=precision,
     )
     checks: dict[str, tuple[bool, str]] = {}
     wanted = [n for n in produced if backward or n in ("o", "lse")]

@@ -31,12 +31,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ...dtypes import Arithmetic
 from .dropout import dropout_multiplier
 from .reference import EMPTY_LSE, MASKED, alibi_bias, visible_mask
 
 F32 = np.float32
 LOG2E = F32(np.log2(np.e))
 LN2 = F32(np.log(2.0))
+F32_ARITH = Arithmetic()
 
 
 def exp32(x: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -56,8 +58,23 @@ _BLOCK_FLOATS = 1 << 16
 _POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
 
 
-def seq_matmul(a: NDArray[np.float32], b: NDArray[np.float32]) -> NDArray[np.float32]:
-    """a [..., M, K] @ b [..., K, N] in float32, adding the K terms one at a time in order."""
+def to_f16(x: ArrayLike) -> NDArray[np.float32]:
+    """x rounded to the nearest f16 (ties to even; past its range: inf), kept as float32."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x, F32).astype(np.float16).astype(F32)
+
+
+def seq_matmul(
+    a: NDArray[np.float32], b: NDArray[np.float32], arith: Arithmetic = F32_ARITH
+) -> NDArray[np.float32]:
+    """a [..., M, K] @ b [..., K, N] in float32, adding the K terms one at a time in order.
+    In another arithmetic (dtypes.Arithmetic): f16 products round the operands and each
+    product to f16; f16 sums add the terms in f16, `chunk` at a time (0: all), each chunk
+    then added to a float32 total."""
+    f16_products = arith.products == "f16"
+    if f16_products:
+        a, b = to_f16(a), to_f16(b)
+    chunk = (arith.chunk or a.shape[-1]) if arith.accumulate == "f16" else 0
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     (m, k), n = a.shape[-2:], b.shape[-1]
     # [nb, K, M] and [nb, K, N], contiguous, so step t reads one row of each.
@@ -69,9 +86,19 @@ def seq_matmul(a: NDArray[np.float32], b: NDArray[np.float32]) -> NDArray[np.flo
     def block(i: int, m0: int) -> None:
         acc = out[i, m0 : m0 + rows]
         tmp = np.empty_like(acc)
+        part = np.zeros(acc.shape, np.float16) if chunk else None
         for t in range(k):
             np.multiply(at[i, t, m0 : m0 + rows, None], bt[i, t], out=tmp)
-            acc += tmp
+            if f16_products:  # exact in float32 (11-bit operands), then rounded
+                tmp[...] = tmp.astype(np.float16)
+            if part is None:
+                acc += tmp
+                continue
+            with np.errstate(over="ignore"):
+                part += tmp.astype(np.float16)
+            if (t + 1) % chunk == 0 or t == k - 1:
+                acc += part
+                part[...] = 0
 
     jobs = [_POOL.submit(block, i, m0) for i in range(out.shape[0]) for m0 in range(0, m, rows)]
     for job in jobs:
@@ -79,14 +106,33 @@ def seq_matmul(a: NDArray[np.float32], b: NDArray[np.float32]) -> NDArray[np.flo
     return out.reshape(*batch, m, n)
 
 
-def seq_rowsum(x: NDArray[np.float32], *, reverse: bool = False) -> NDArray[np.float32]:
-    """x [..., K] summed over K one term at a time (last to first if reverse), in float32:
+def seq_rowsum(
+    x: NDArray[np.float32], *, reverse: bool = False, arith: Arithmetic = F32_ARITH
+) -> NDArray[np.float32]:
+    """x [..., K] summed over K one term at a time (last to first if reverse), in float32
+    (or as seq_matmul sums in `arith`, the terms rounded to f16 where its products are):
     [..., 1]."""
     terms = np.ascontiguousarray(np.moveaxis(x, -1, 0))  # term t is one contiguous slice
+    if arith.products == "f16":
+        terms = to_f16(terms)
     out = np.zeros(x.shape[:-1], F32)
-    for t in reversed(range(len(terms))) if reverse else range(len(terms)):
-        out += terms[t]
+    chunk = (arith.chunk or len(terms)) if arith.accumulate == "f16" else 0
+    part = np.zeros(out.shape, np.float16) if chunk else None
+    order = list(reversed(range(len(terms))) if reverse else range(len(terms)))
+    for n, t in enumerate(order):
+        if part is None:
+            out += terms[t]
+            continue
+        with np.errstate(over="ignore"):
+            part += terms[t].astype(np.float16)
+        if (n + 1) % chunk == 0 or n == len(order) - 1:
+            out += part
+            part[...] = 0
     return out[..., None]
+
+
+def _same(x: NDArray[np.float32]) -> NDArray[np.float32]:
+    return x
 
 
 def _heads(x: ArrayLike, num_heads: int) -> NDArray[np.float32]:
@@ -120,11 +166,17 @@ def attention_seq32(
     seed: int = 0,
     scale: float | None = None,
     dropout_batch0: int = 0,
+    arith: Arithmetic = F32_ARITH,
+    stored: frozenset[str] = frozenset(),
 ) -> dict[str, NDArray[np.float32]]:
     """Forward and backward in float32 with sequential sums: {o, lse, dq, dk, dv}.
 
     o, dq: [B, Sq, H, D]; lse: [B, H, Sq]; dk, dv: [B, Sk, Hkv, D]. Arguments as in
     reference.attention_ref. Rows with no visible key: o = 0, lse = EMPTY_LSE, no gradient.
+    arith: the arithmetic of a kernel that declares another (dtypes.Arithmetic: f16
+    products, f16 sums, f16 P and dS). stored: the outputs it stores as f16, of which O
+    and the LSE are what its backward reads back (rounded here, as there); the results
+    themselves are returned unrounded (the judge allows for an output's own rounding).
     """
     q, k = np.asarray(q, F32), np.asarray(k, F32)
     b, sq, h, d = q.shape
@@ -133,7 +185,7 @@ def attention_seq32(
     qh, kh, vh, doh = _heads(q, h), _heads(k, h), _heads(v, h), _heads(d_out, h)
 
     # Scores, Q scaled first (as the forward and dQ kernels do); masked -> -inf.
-    s = seq_matmul(qh * scale32, kh.swapaxes(-1, -2))  # [B, H, Sq, Sk]
+    s = seq_matmul(qh * scale32, kh.swapaxes(-1, -2), arith)  # [B, H, Sq, Sk]
     cap_grad = F32(1)
     if softcap:
         cap = F32(softcap)
@@ -157,24 +209,27 @@ def attention_seq32(
     m = np.where(present, np.max(s, -1, where=valid, initial=-np.inf, keepdims=True), F32(0))
     e = np.where(valid, exp32(np.where(valid, s - m, F32(0))), F32(0))
     mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, F32, dropout_batch0)
+    half = to_f16 if arith.intermediates == "f16" else _same  # P and dS as fed to products
     l_sum = seq_rowsum(e)
     safe_l = np.where(present, l_sum, F32(1))
-    o = np.where(present, seq_matmul(e * mult, vh) / safe_l, F32(0))  # [B, H, Sq, D]
+    o = np.where(present, seq_matmul(half(e * mult), vh, arith) / safe_l, F32(0))
     lse = np.where(present, m + log32(safe_l), F32(EMPTY_LSE))
 
-    # Backward from the forward's float32 LSE and O, as FlashAttention-2 does.
-    p = np.where(valid, exp32(np.where(valid, s - lse, F32(0))), F32(0))
-    dp = seq_matmul(doh, vh.swapaxes(-1, -2))
+    # Backward from the forward's LSE and O as stored, as FlashAttention-2 does.
+    o_read = to_f16(o) if "o" in stored else o
+    lse_read = to_f16(lse) if "lse" in stored else lse  # an empty row's 3e38: inf
+    p = np.where(valid, exp32(np.where(valid, s - lse_read, F32(0))), F32(0))
+    dp = seq_matmul(doh, vh.swapaxes(-1, -2), arith)
     # dS = P (dP - Delta) cancels where one key dominates a row (P near 1, so O is near V_j
     # and Delta near dP_ij); then dS is the rounding of two dot products summed in
     # different orders, as in any kernel (Delta comes from O in a pass of its own). Summed
     # in the same order, they would cancel exactly and the baseline would claim a
     # precision no kernel has: Delta is summed last to first.
-    delta = seq_rowsum(doh * o, reverse=True)
-    ds = p * (mult * dp - delta) * cap_grad * scale32
-    dv = seq_matmul(_over_group(p * mult, hkv).swapaxes(-1, -2), _over_group(doh, hkv))
-    dk = seq_matmul(_over_group(ds, hkv).swapaxes(-1, -2), _over_group(qh, hkv))
-    dq = seq_matmul(ds, kh)
+    delta = seq_rowsum(doh * o_read, reverse=True, arith=arith)
+    ds = half(p * (mult * dp - delta) * cap_grad * scale32)
+    dv = seq_matmul(_over_group(half(p * mult), hkv).swapaxes(-1, -2), _over_group(doh, hkv), arith)
+    dk = seq_matmul(_over_group(ds, hkv).swapaxes(-1, -2), _over_group(qh, hkv), arith)
+    dq = seq_matmul(ds, kh, arith)
     return {
         "o": o.transpose(0, 2, 1, 3),
         "lse": lse[..., 0],

@@ -16,13 +16,15 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...config import OUTPUTS, AttentionConfig
+from ...dtypes import Arithmetic
 from . import compare, reference
-from .sequential_ref import attention_seq32
+from .sequential_ref import attention_seq32, to_f16
 
 
 def _kwargs(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -42,6 +44,42 @@ def _kwargs(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> dict[str, Any]:
 
 
 Outputs = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What a kernel stores and computes in (Variant.dtypes, Variant.arithmetic), in the
+    judge's terms: the canonical tensors it stores as f16 (q, k, v, d_out, mask; o, lse,
+    dq, dk, dv) and its arithmetic. The default is float32 throughout."""
+
+    f16: frozenset[str] = frozenset()
+    arithmetic: Arithmetic = Arithmetic()
+
+    @property
+    def is_f32(self) -> bool:
+        return not self.f16 and self.arithmetic.is_f32
+
+    def round_inputs(self, x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The inputs as the kernel reads them: its f16 ones rounded (float32 arrays), so
+        that the reference and the kernel see the same values."""
+        return {n: to_f16(a) if n in self.f16 else a for n, a in x.items()}
+
+    def baseline_name(self) -> str:
+        return "seq32" if self.arithmetic.is_f32 else f"seq({self.arithmetic.describe()})"
+
+
+F32_PRECISION = Precision()
+# An f16 output's rounding, allowed on top of the bound: one f16 ulp at the kernel's own
+# value (WGSL lets a conversion to a narrower type give either neighbour).
+F16_ROUNDING = "f16 rounding of the output"
+
+
+def f16_ulp(x: np.ndarray) -> np.ndarray:
+    """The spacing of f16 values at |x| (2^-24 below 2^-14, the subnormals)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        ax = np.abs(np.asarray(x, np.float64))
+        e = np.floor(np.log2(np.maximum(ax, 2.0**-14)))
+        return np.where(np.isfinite(ax), 2.0 ** (e - 10), 0.0)
 
 
 def _per_sequence(
@@ -96,14 +134,19 @@ def references(
     return _per_sequence(cfg, x, dtype, run)
 
 
-def baselines(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
-    """The honest float32 results the rule measures a kernel against, by name."""
+def baselines(
+    cfg: AttentionConfig, x: dict[str, np.ndarray], precision: Precision = F32_PRECISION
+) -> dict[str, dict[str, Any]]:
+    """The honest results the rule measures a kernel against, by name: float32 through
+    BLAS, and FlashAttention-2's sequential sums in the kernel's declared arithmetic, its
+    backward reading O and the LSE as the kernel stores them."""
+    extra = {"arith": precision.arithmetic, "stored": precision.f16 & {"o", "lse"}}
 
     def run(kw: dict[str, Any], xs: dict[str, np.ndarray]) -> Outputs:
-        return attention_seq32(xs["q"], xs["k"], xs["v"], xs["d_out"], **kw)
+        return attention_seq32(xs["q"], xs["k"], xs["v"], xs["d_out"], **kw, **extra)
 
     seq = _per_sequence(cfg, x, np.float32, run)
-    return {"blas32": references(cfg, x, np.float32), "seq32": seq}
+    return {"blas32": references(cfg, x, np.float32), precision.baseline_name(): seq}
 
 
 def handed_allowance(base: dict[str, Outputs], ref64: Outputs, terms: Outputs) -> Outputs:
@@ -143,9 +186,11 @@ def term_sums(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> Outputs:
 Expected = tuple[Outputs, dict[str, Outputs], Outputs]
 
 
-def expected(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> Expected:
+def expected(
+    cfg: AttentionConfig, x: dict[str, np.ndarray], precision: Precision = F32_PRECISION
+) -> Expected:
     """What a kernel's outputs are judged against, computed afresh."""
-    return references(cfg, x, np.float64), baselines(cfg, x), term_sums(cfg, x)
+    return references(cfg, x, np.float64), baselines(cfg, x, precision), term_sums(cfg, x)
 
 
 # A matrix case is judged on every runtime and variant that runs it, ten times in `make
@@ -168,21 +213,26 @@ class ReferenceCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> tuple[AttentionConfig, str]:
+    def key(
+        cfg: AttentionConfig, x: dict[str, np.ndarray], precision: Precision = F32_PRECISION
+    ) -> tuple[AttentionConfig, str]:
         h = hashlib.blake2b(digest_size=20)
+        h.update(repr((sorted(precision.f16), precision.arithmetic)).encode())
         for name in sorted(x):
             a = np.ascontiguousarray(x[name])
             h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
             h.update(a.data)
         return cfg, h.hexdigest()
 
-    def get(self, cfg: AttentionConfig, x: dict[str, np.ndarray]) -> Expected:
-        key = self.key(cfg, x)
+    def get(
+        self, cfg: AttentionConfig, x: dict[str, np.ndarray], precision: Precision = F32_PRECISION
+    ) -> Expected:
+        key = self.key(cfg, x, precision)
         with self._lock:
             if key in self._entries:
                 self._entries.move_to_end(key)
                 return self._entries[key][0]
-        value = ref64, base, terms = expected(cfg, x)
+        value = ref64, base, terms = expected(cfg, x, precision)
         arrays = [*ref64.values(), *(a for b in base.values() for a in b.values())]
         arrays += terms.values()
         size = sum(a.nbytes for a in arrays)
@@ -213,15 +263,28 @@ def judge_outputs(
     reuse: bool = False,
     bounds: dict[str, np.ndarray] | None = None,
     given: dict[str, np.ndarray] | None = None,
+    precision: Precision = F32_PRECISION,
 ) -> tuple[list[compare.Report], dict[str, np.ndarray]]:
     """Judge each output in `got` (o must be there; the others where present); returns the
     reports and the float64 reference. large_scores: FlashAttention's overflow factors
     (Case.large_scores). reuse: take the reference and baselines from REFERENCE_CACHE
     (read-only arrays). bounds: a dict to fill with each judged output's bound per element
     (compare.element_bounds). given: the O and LSE a backward-only kernel was handed
-    (float32): the gradients' bounds then grow by handed_allowance."""
-    ref64, base, terms = REFERENCE_CACHE.get(cfg, x) if reuse else expected(cfg, x)
+    (float32): the gradients' bounds then grow by handed_allowance. precision: what the
+    kernel stores and computes in (x holds its inputs as it read them: round_inputs); an
+    output it stores as f16 may also be one f16 ulp off, on top of the bound."""
+    if reuse:
+        ref64, base, terms = REFERENCE_CACHE.get(cfg, x, precision)
+    else:
+        ref64, base, terms = expected(cfg, x, precision)
     handed = handed_allowance(base, ref64, terms) if given is not None else {}
+
+    def allowances(n: str) -> dict[str, np.ndarray]:
+        out = {"the handed LSE": handed[n]} if n in handed else {}
+        if n in precision.f16:
+            out[F16_ROUNDING] = f16_ulp(got[n])
+        return out
+
     factors = compare.OVERFLOW_FACTORS if large_scores else compare.FACTORS
     reports = [
         compare.judge(
@@ -232,7 +295,7 @@ def judge_outputs(
             factors[n],
             compare.floor_at_scale(n, cfg.dropout_p),
             terms[n],
-            handed.get(n),
+            allowances(n),
         )
         for n in OUTPUTS
         if n in got
