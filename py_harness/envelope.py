@@ -32,8 +32,7 @@ AXES: dict[str, tuple[int, int]] = {
     "group": (1, 65535),
 }
 CAUSAL = ("either", "required", "refused")
-DTYPES = ("f32",)
-KEYS = (*AXES, "causal", "require", "tiles", "dtype")
+KEYS = (*AXES, "causal", "require", "tiles")
 
 
 @dataclass(frozen=True)
@@ -103,7 +102,6 @@ class Envelope:
     require: tuple[Expr, ...] = ()
     # Sizes (rows of a tile, keys of a block) whose edges the generated matrix probes.
     tiles: tuple[int, ...] = ()
-    dtype: str = "f32"
 
     def axis(self, name: str) -> Axis:
         """The axis's allowed values (the whole range where the envelope says nothing)."""
@@ -138,7 +136,7 @@ class Envelope:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {name: axis.to_spec() for name, axis in self.axes}
         d |= {"causal": self.causal, "require": [r.text for r in self.require]}
-        return d | {"tiles": list(self.tiles), "dtype": self.dtype}
+        return d | {"tiles": list(self.tiles)}
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "envelope") -> Envelope:
@@ -147,7 +145,10 @@ class Envelope:
             raise ConfigError(where, f"must be a table, got {d!r}")
         unknown = sorted(set(d) - set(KEYS))
         if unknown:
-            raise ConfigError(f"{where}.{unknown[0]}", f"unknown key; known: {', '.join(KEYS)}")
+            hint = " (element types: the file's top-level dtypes)" if unknown[0] == "dtype" else ""
+            raise ConfigError(
+                f"{where}.{unknown[0]}", f"unknown key; known: {', '.join(KEYS)}{hint}"
+            )
         axes = tuple(
             (name, Axis.parse(name, d[name], f"{where}.{name}")) for name in AXES if name in d
         )
@@ -163,12 +164,7 @@ class Envelope:
         tiles = d.get("tiles", [])
         if not isinstance(tiles, list) or not all(_is_int(t) and 1 <= t <= 4096 for t in tiles):
             raise ConfigError(f"{where}.tiles", f"a list of ints in [1, 4096], got {tiles!r}")
-        dtype = d.get("dtype", "f32")
-        if dtype not in DTYPES:
-            raise ConfigError(
-                f"{where}.dtype", f"the harness judges {', '.join(DTYPES)} kernels, got {dtype!r}"
-            )
-        return cls(axes, causal, rules, tuple(tiles), dtype)
+        return cls(axes, causal, rules, tuple(tiles))
 
 
 def _is_int(v: Any) -> bool:

@@ -28,6 +28,7 @@ __all__ = [  # the built-in variants, and what variant.py defines that callers i
     "BUFFERS",
     "DEFAULT_VARIANT",
     "FAST",
+    "FAST_F16",
     "FAST_ROWS",
     "FAST_INVOCATIONS",
     "FAST_WORKGROUP_BYTES",
@@ -131,7 +132,9 @@ WHOLE = "FF_WHOLE"
 ROLLED = "FF_ROLLED"
 
 
-def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> Variant:
+def _fast(
+    head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = (), io: str = "f32"
+) -> Variant:
     """The register-tiled kernels (shaders/fa2_fast_*.wgsl) with tiles for head_dim <= 64 or
     above: FAST_ROWS x 64 score tiles in 4 x 4 blocks per invocation. One key-tile pass
     computes dK, dV and dQ's partial sums, except in the 128 family: a dV pass and a dK/dQ
@@ -141,13 +144,17 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
     a last pass adds the parts' copies of dK and dV. A workgroup owns `head_dim` output
     columns (cols_per_workgroup): the 128 family serves 256 in two workgroups per tile
     where a device lacks the 256 family's 512 invocations; the 256 family's two halves
-    share each score GEMM."""
+    share each score GEMM. io: the tensors' element type in memory (fa2_fast_f16.wgsl: the
+    fast_f16 variant, whose key-tile passes split no tile: parts' copies of dK and dV
+    would be f16 partial sums, where its arithmetic is float32)."""
     cols = head_dim  # output columns per workgroup: fa2_fast_common.wgsl's FF_WG_COLS
-    base = (FORWARD_FILE, f"fa2_fast_d{head_dim}.wgsl", "fa2_fast_common.wgsl")
+    io_file = f"fa2_fast_{io}.wgsl"  # first: an `enable` precedes every declaration
+    base = (io_file, FORWARD_FILE, f"fa2_fast_d{head_dim}.wgsl", "fa2_fast_common.wgsl")
     fwd, bwd = (*base, "fa2_fast_forward.wgsl"), (*base, "fa2_fast_backward.wgsl")
     # The row passes (Delta, the sums) use no tiles: above 128 they are the 128 family's
     # modules, compiled once for both.
-    rows_base = (FORWARD_FILE, f"fa2_fast_d{min(head_dim, 128)}.wgsl", "fa2_fast_common.wgsl")
+    rows_family = f"fa2_fast_d{min(head_dim, 128)}.wgsl"
+    rows_base = (io_file, FORWARD_FILE, rows_family, "fa2_fast_common.wgsl")
     row_passes = (*rows_base, "fa2_fast_backward.wgsl")
     invocations = FAST_INVOCATIONS[head_dim]
     seqlens = {13: ("seqlens", UNIFORM)}  # every entry point reads its sequence's view
@@ -165,7 +172,7 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
             "kv_heads",
             FAST_ROWS,
             cols,
-            True,
+            io == "f32",  # key_parts
             gemms,
             whole_tiles=WHOLE,
             rolled_loops=ROLLED,
@@ -182,10 +189,13 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
         )
     # adds the copies of dK and dV where the key-tile passes split their tiles (kv_parts)
     kv_sum = {6: ("dk", RW), 7: ("dv", RW), 8: pm[8], **seqlens}
+    f16 = ("q", "k", "v", "o", "d_out", "dq", "dk", "dv") if io == "f16" else ()
     return Variant(
-        name="fast",
+        name="fast" if io == "f32" else f"fast_{io}",
         description="register-tiled forward; backward from the forward's LSE: Delta pass, "
-        "key-tile pass(es) for dK, dV and partial sums of dQ, dQ sum pass (no atomics)",
+        "key-tile pass(es) for dK, dV and partial sums of dQ, dQ sum pass (no atomics)"
+        + ("; tensors in f16, float32 arithmetic" if f16 else ""),
+        dtypes=dict.fromkeys(f16, "f16"),
         forward=Kernel(
             "fa2f_fwd",
             fwd,
@@ -250,8 +260,14 @@ def _fast(head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = ()) -> V
 
 # Above 128 the 256 family where the device runs it, else the 128 family (this variant).
 FAST = _fast(128, by_head_dim=((64, _fast(64)), (128, _fast(128)), (256, _fast(256))))
+# The same kernels reading and writing f16 tensors (where the adapter offers shader-f16).
+FAST_F16 = _fast(
+    128,
+    by_head_dim=tuple((hd, _fast(hd, io="f16")) for hd in (64, 128, 256)),
+    io="f16",
+)
 
-VARIANTS: dict[str, Variant] = {v.name: v for v in (SEED, FAST)}
+VARIANTS: dict[str, Variant] = {v.name: v for v in (SEED, FAST, FAST_F16)}
 DEFAULT_VARIANT = "seed"
 ALL_SHADER_FILES = tuple(dict.fromkeys(f for v in VARIANTS.values() for f in v.files))
 

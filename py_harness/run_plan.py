@@ -151,8 +151,8 @@ class RunPlan:
                     )
 
     def data_bytes(self, role: str) -> int:
-        """The bytes of a role's elements in its dtype."""
-        return self.floats[role] * dtypes.item_bytes(self.variant.dtype(role))
+        """The bytes of a role's elements in its dtype, in whole 4-byte words."""
+        return -(-self.floats[role] * dtypes.item_bytes(self.variant.dtype(role)) // 4) * 4
 
     def buffer_bytes(self, role: str) -> int:
         """The bytes of the buffer that holds a role (config.buffer_bytes: whole vec4s)."""
@@ -168,7 +168,8 @@ class RunPlan:
             # an empty row's sentinel (3e38) is past f16's range: inf serves it as well
             raw = array("f", (x if x < EMPTY_LSE_MIN else math.inf for x in _floats(raw)))
             raw = raw.tobytes()
-        return dtypes.encode(raw, dtype, role)
+        out = dtypes.encode(raw, dtype, role)
+        return out + bytes(-len(out) % 4)  # writes are of whole 4-byte words (odd f16 counts)
 
     def _input_f32(self, role: str, tensors: Mapping[str, bytes]) -> bytes:
         v = self.variant

@@ -269,6 +269,7 @@ class OutputReads:
     names: tuple[str, ...]
     roles: tuple[str, ...]  # the buffers read, in order
     reads: list[tuple[Buffer, int]]  # Device.read_buffers's (buffer, nbytes)
+    nbytes: tuple[int, ...]  # each role's own bytes (a read may end past them)
 
     @classmethod
     def of(cls, plan: RunPlan, bufs: dict[str, Buffer], names: tuple[str, ...]) -> OutputReads:
@@ -288,11 +289,16 @@ class OutputReads:
             floats |= {
                 r: canonical[r] for r in ("dk", "dv") if r in roles and r not in plan.placements
             }
-        size = {r: dtypes.item_bytes(v.dtype(r)) for r in roles}
-        return cls(plan, names, tuple(roles), [(bufs[r], size[r] * floats[r]) for r in roles])
+        # A read copies whole 4-byte words: an odd count of f16 values reads one more.
+        nbytes = {r: dtypes.item_bytes(v.dtype(r)) * floats[r] for r in roles}
+        reads = [(bufs[r], -(-nbytes[r] // 4) * 4) for r in roles]
+        return cls(plan, names, tuple(roles), reads, tuple(nbytes[r] for r in roles))
 
     def unpack(self, data: list[Bytes]) -> dict[str, Bytes]:
-        raw = dict(zip(self.roles, data, strict=True))
+        raw = {
+            role: got if len(got) == n else memoryview(got)[:n]  # a page's bytes: no slicing
+            for role, got, n in zip(self.roles, data, self.nbytes, strict=True)
+        }
         v = self.plan.variant
         out: dict[str, Bytes] = {}
         for role, got in raw.items():

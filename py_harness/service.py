@@ -78,7 +78,8 @@ class HarnessService:
         return json.dumps({"pong": json.loads(request_json), "python": sys.version})
 
     async def adapter(self, request_json: str) -> str:
-        """The adapter's info, the device's limits and features."""
+        """The adapter's info, the device's limits and features, and the variants it runs
+        (not those needing a feature it lacks: shader-f16 for fast_f16)."""
         device = await self.device()
         return json.dumps(
             {
@@ -86,7 +87,11 @@ class HarnessService:
                 "info": device.adapter_info,
                 "limits": device.limits,
                 "features": sorted(device.features),
-                "variants": {name: v.description for name, v in VARIANTS.items()},
+                "variants": {
+                    name: v.description
+                    for name, v in VARIANTS.items()
+                    if v.missing_features(device.features) is None
+                },
             }
         )
 

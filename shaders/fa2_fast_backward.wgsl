@@ -49,11 +49,11 @@
 // order, so S, hence P = exp(S - LSE), equals the forward's to the bit: with large logits
 // any difference would be amplified by exp.
 // Q, K, V: fa2_fast_common.wgsl's vec4 views.
-@group(0) @binding(3) var<storage, read> ffb_o: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> ffb_do: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read_write> ffb_dq: array<f32>;
-@group(0) @binding(6) var<storage, read_write> ffb_dk: array<f32>;
-@group(0) @binding(7) var<storage, read_write> ffb_dv: array<f32>;
+@group(0) @binding(3) var<storage, read> ffb_o: array<vec4<ff_io>>;
+@group(0) @binding(4) var<storage, read> ffb_do: array<vec4<ff_io>>;
+@group(0) @binding(5) var<storage, read_write> ffb_dq: array<ff_io>;
+@group(0) @binding(6) var<storage, read_write> ffb_dk: array<ff_io>;
+@group(0) @binding(7) var<storage, read_write> ffb_dv: array<ff_io>;
 // Scratch (kernels.scratch_elems): per (head, query) row [Delta, LSE], in the LSE's order
 // (ff_stat_row; rows = heads * total_q pairs), then G partial sums of dQ, each rows x
 // head_dim floats in the same row order. Each part starts on a vec4 (ffb_stats_len,
@@ -73,10 +73,10 @@ const FF_UNROLL_PV: bool = false;
 
 fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair {
     switch buf {
-        case FF_Q: { return FfPair(ff_q[i], ff_q[j]); }
-        case FF_K: { return FfPair(ff_k[i], ff_k[j]); }
-        case FF_V: { return FfPair(ff_v[i], ff_v[j]); }
-        default: { return FfPair(ffb_do[i], ffb_do[j]); }
+        case FF_Q: { return FfPair(vec4<f32>(ff_q[i]), vec4<f32>(ff_q[j])); }
+        case FF_K: { return FfPair(vec4<f32>(ff_k[i]), vec4<f32>(ff_k[j])); }
+        case FF_V: { return FfPair(vec4<f32>(ff_v[i]), vec4<f32>(ff_v[j])); }
+        default: { return FfPair(vec4<f32>(ffb_do[i]), vec4<f32>(ffb_do[j])); }
     }
 }
 // Floats of the scratch's parts: the row stats, and one partial sum of dQ (vec4 multiples).
@@ -105,11 +105,11 @@ fn fa2f_bwd_pre(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
     var acc = vec4<f32>(0.0);
     for (var c = 0u; c < p.head_dim; c += 4u) {
         let i = base + c;
-        var g = ffb_do[i >> 2u];
-        var o = ffb_o[i >> 2u];
+        var g = vec4<f32>(ffb_do[i >> 2u]);
+        var o = vec4<f32>(ffb_o[i >> 2u]);
         if (p.head_dim % 4u != 0u) {
-            g = ff_shift(g, ffb_do[(i >> 2u) + 1u], i & 3u);
-            o = ff_shift(o, ffb_o[(i >> 2u) + 1u], i & 3u);
+            g = ff_shift(g, vec4<f32>(ffb_do[(i >> 2u) + 1u]), i & 3u);
+            o = ff_shift(o, vec4<f32>(ffb_o[(i >> 2u) + 1u]), i & 3u);
         }
         acc = fma(ff_pick(g, p.head_dim - c), o, acc);
     }
@@ -162,17 +162,17 @@ fn ffb_key_tile_work(b: u32, kt: u32) -> i32 {
 }
 fn ffb_put_dk(base: u32, c: u32, v: vec4<f32>) {
     let d = fa2_params.head_dim;
-    if (c < d) { ffb_dk[base + c] = v.x; }
-    if (c + 1u < d) { ffb_dk[base + c + 1u] = v.y; }
-    if (c + 2u < d) { ffb_dk[base + c + 2u] = v.z; }
-    if (c + 3u < d) { ffb_dk[base + c + 3u] = v.w; }
+    if (c < d) { ffb_dk[base + c] = ff_io(v.x); }
+    if (c + 1u < d) { ffb_dk[base + c + 1u] = ff_io(v.y); }
+    if (c + 2u < d) { ffb_dk[base + c + 2u] = ff_io(v.z); }
+    if (c + 3u < d) { ffb_dk[base + c + 3u] = ff_io(v.w); }
 }
 fn ffb_put_dv(base: u32, c: u32, v: vec4<f32>) {
     let d = fa2_params.head_dim;
-    if (c < d) { ffb_dv[base + c] = v.x; }
-    if (c + 1u < d) { ffb_dv[base + c + 1u] = v.y; }
-    if (c + 2u < d) { ffb_dv[base + c + 2u] = v.z; }
-    if (c + 3u < d) { ffb_dv[base + c + 3u] = v.w; }
+    if (c < d) { ffb_dv[base + c] = ff_io(v.x); }
+    if (c + 1u < d) { ffb_dv[base + c + 1u] = ff_io(v.y); }
+    if (c + 2u < d) { ffb_dv[base + c + 2u] = ff_io(v.z); }
+    if (c + 3u < d) { ffb_dv[base + c + 3u] = ff_io(v.w); }
 }
 // Floats of one copy of dK (or dV): all sequences' keys, rounded up to whole vec4s. Copy p
 // of a key-tile pass's P starts at p times this (P > 1; the runner sizes the buffers).
@@ -560,10 +560,10 @@ fn fa2f_bwd_dq_sum(
         }
     }
     let o = ((ff_seq(b).q_row0 + qi) * p.num_heads + h) * p.head_dim + c;
-    ffb_dq[o] = acc.x;
-    if (n > 1u) { ffb_dq[o + 1u] = acc.y; }
-    if (n > 2u) { ffb_dq[o + 2u] = acc.z; }
-    if (n > 3u) { ffb_dq[o + 3u] = acc.w; }
+    ffb_dq[o] = ff_io(acc.x);
+    if (n > 1u) { ffb_dq[o + 1u] = ff_io(acc.y); }
+    if (n > 2u) { ffb_dq[o + 2u] = ff_io(acc.z); }
+    if (n > 3u) { ffb_dq[o + 3u] = ff_io(acc.w); }
 }
 
 // ---- pass 4: dK and dV from their copies (rows: keys of num_kv_heads) ----
@@ -587,12 +587,12 @@ fn fa2f_bwd_kv_sum(
     // The runner sizes the buffers exactly: P copies.
     let kv_parts = arrayLength(&ffb_dk) / n;
     let i = ((s.k_row0 + kj) * p.num_kv_heads + kvh) * p.head_dim + c;
-    var dk = ffb_dk[i];
-    var dv = ffb_dv[i];
+    var dk = f32(ffb_dk[i]);
+    var dv = f32(ffb_dv[i]);
     for (var part = 1u; part < kv_parts; part++) {
-        dk += ffb_dk[part * n + i];
-        dv += ffb_dv[part * n + i];
+        dk += f32(ffb_dk[part * n + i]);
+        dv += f32(ffb_dv[part * n + i]);
     }
-    ffb_dk[i] = dk;
-    ffb_dv[i] = dv;
+    ffb_dk[i] = ff_io(dk);
+    ffb_dv[i] = ff_io(dv);
 }

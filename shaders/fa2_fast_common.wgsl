@@ -121,9 +121,11 @@ fn ff_stat_row(b: u32, h: u32, qi: u32) -> u32 {
 // Q, K, V read as vec4s (flash_attention_v2.wgsl's fa2_q/k/v are the same buffers as
 // floats). The runner rounds every input buffer up to 16 bytes, so a view ends no earlier
 // than the floats do.
-@group(0) @binding(0) var<storage, read> ff_q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> ff_k: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> ff_v: array<vec4<f32>>;
+// Their element type ff_io (f32, or f16 in the fast_f16 variant) is the module's first
+// file's (fa2_fast_f32.wgsl, fa2_fast_f16.wgsl); each load widens to float32.
+@group(0) @binding(0) var<storage, read> ff_q: array<vec4<ff_io>>;
+@group(0) @binding(1) var<storage, read> ff_k: array<vec4<ff_io>>;
+@group(0) @binding(2) var<storage, read> ff_v: array<vec4<ff_io>>;
 // ff_vec4_pair buffer ids.
 const FF_Q: u32 = 0u;
 const FF_K: u32 = 1u;

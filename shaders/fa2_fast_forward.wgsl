@@ -8,7 +8,7 @@
 // tile through the reduction area; P = exp(S - m) into the P tile; O += P V. The running
 // sum l stays a per-invocation partial (all invocations of a row share m, so partials add
 // up) and is reduced once at the end.
-@group(0) @binding(3) var<storage, read_write> ffw_out: array<f32>;
+@group(0) @binding(3) var<storage, read_write> ffw_out: array<ff_io>;
 @group(0) @binding(4) var<storage, read_write> ffw_lse: array<f32>;
 
 // The GEMMs' inner loops written out (ff_scores_chunk, ff_pv_step): 11-15 % off this pass
@@ -19,9 +19,9 @@ const FF_UNROLL_PV: bool = true;
 // Q, K, V: fa2_fast_common.wgsl's bindings.
 fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair {
     switch buf {
-        case FF_Q: { return FfPair(ff_q[i], ff_q[j]); }
-        case FF_K: { return FfPair(ff_k[i], ff_k[j]); }
-        default: { return FfPair(ff_v[i], ff_v[j]); }
+        case FF_Q: { return FfPair(vec4<f32>(ff_q[i]), vec4<f32>(ff_q[j])); }
+        case FF_K: { return FfPair(vec4<f32>(ff_k[i]), vec4<f32>(ff_k[j])); }
+        default: { return FfPair(vec4<f32>(ff_v[i]), vec4<f32>(ff_v[j])); }
     }
 }
 fn ffw_sum4(v: vec4<f32>) -> f32 {
@@ -29,10 +29,10 @@ fn ffw_sum4(v: vec4<f32>) -> f32 {
 }
 fn ffw_put4(base: u32, c: u32, v: vec4<f32>) {
     let d = fa2_params.head_dim;
-    if (c < d) { ffw_out[base + c] = v.x; }
-    if (c + 1u < d) { ffw_out[base + c + 1u] = v.y; }
-    if (c + 2u < d) { ffw_out[base + c + 2u] = v.z; }
-    if (c + 3u < d) { ffw_out[base + c + 3u] = v.w; }
+    if (c < d) { ffw_out[base + c] = ff_io(v.x); }
+    if (c + 1u < d) { ffw_out[base + c + 1u] = ff_io(v.y); }
+    if (c + 2u < d) { ffw_out[base + c + 2u] = ff_io(v.z); }
+    if (c + 3u < d) { ffw_out[base + c + 3u] = ff_io(v.w); }
 }
 fn ffw_store_row(t: vec2<u32>, b: u32, h: u32, qi: u32, lo: vec4<f32>, hi: vec4<f32>, lse: f32) {
     let p = fa2_params;

@@ -69,7 +69,7 @@ def test_a_configuration_outside_is_named_by_its_rule(
         ({"causal": "sometimes"}, "envelope.causal", "either, required, refused"),
         ({"require": ["seq_q = seq_k"]}, "envelope.require[0]", "syntax"),
         ({"require": ["sq == seq_k"]}, "envelope.require[0]", "unknown name 'sq'"),
-        ({"dtype": "f16"}, "envelope.dtype", "judges f32 kernels"),
+        ({"dtype": "f16"}, "envelope.dtype", "the file's top-level dtypes"),
         ({"tiles": [0]}, "envelope.tiles", "[1, 4096]"),
     ],
 )

@@ -132,3 +132,42 @@ def test_a_declaration_that_misdescribes_the_kernels_fails_the_judge(tmp_path: P
                 assert not result.passed, f"{what}: {[str(r) for r in result.reports]}"
     finally:
         variants.restore(before)
+
+
+BHSD_F16 = EXAMPLES / "bhsd-attention/kernels/bhsd_f16.toml"
+
+
+@pytest.mark.browser
+@pytest.mark.needs_runtime("wgpu")
+def test_f16_kernels_declared_less_accurate_than_they_are_still_pass(tmp_path: Path) -> None:
+    """The f16 rule holds a kernel to what it declares: bhsd_f16 computes in float32, and
+    declared as f16 products in f16 sums of 8 with f16 P and dS it passes all the same (a
+    looser baseline). Its smoke cases, on wgpu-py (lavapipe offers shader-f16)."""
+    from py_harness.host import variants
+    from py_harness.host.engine import evaluate, open_session
+    from py_harness.host.judge.generated import matrix
+
+    before = variants.snapshot()
+    try:
+        text = BHSD_F16.read_text().replace(
+            '"bhsd_attention_f16_d', f'"{BHSD_F16.parent}/bhsd_attention_f16_d'
+        )
+        loose = (
+            'arithmetic = { products = "f16", accumulate = "f16", chunk = 8, '
+            'intermediates = "f16" }'
+        )
+        old = 'arithmetic = { products = "f32", accumulate = "f32", intermediates = "f32" }'
+        assert old in text
+        path = tmp_path / "loose.toml"
+        path.write_text(text.replace(old, loose).replace('name = "bhsd_f16"', 'name = "loose"'))
+        name = variants.load_file(path)
+        with open_session("wgpu") as session:
+            for case in [c for c in matrix(variants.get(name)) if c.smoke][:6]:
+                result = evaluate(case, session, variant=name)
+                assert result.passed, [str(r) for r in result.reports]
+                assert {r.baseline for r in result.reports} <= {
+                    "seq(f16 products, f16 sums of 8, f16 P and dS)",
+                    "blas32",
+                }
+    finally:
+        variants.restore(before)

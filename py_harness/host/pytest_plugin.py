@@ -369,6 +369,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _variant_features(request: pytest.FixtureRequest) -> None:
+    """Skips a test of a variant whose kernels need an adapter feature the session's
+    adapter lacks (shader-f16 for f16 tensors): unsupported there, never red; a matrix
+    case is recorded as such."""
+    names = request.fixturenames
+    if "harness" not in names or "variant" not in names:
+        return
+    harness, variant = request.getfixturevalue("harness"), request.getfixturevalue("variant")
+    missing = variant_registry.get(variant).missing_features(harness.adapter()["features"])
+    if not missing:
+        return
+    why = f"{missing}; {harness.adapter_name()} does not offer it"
+    if "matrix_case" in names:
+        case = request.getfixturevalue("matrix_case")
+        outcome = report.Outcome(case.id, harness.runtime, "unsupported", math.nan, why)
+        _record_adapter(request.node, harness)
+        _record(request.node, outcome, variant)
+    pytest.skip(why)
+
+
+@pytest.fixture(autouse=True)
 def _needs_adapter(request: pytest.FixtureRequest) -> None:
     """Applies the needs_adapter marker to tests that use a harness session."""
     mark = request.node.get_closest_marker("needs_adapter")
@@ -420,15 +441,6 @@ def run_case(
             pytest.skip(refusal)
         adapter = harness.adapter_name()
         _record_adapter(node, harness)
-        missing = variant_registry.get(variant).missing_features(harness.adapter()["features"])
-        if missing:  # an adapter without shader-f16: unsupported there, never red
-            why = f"{missing}; {adapter} does not offer it"
-            _record(
-                node,
-                report.Outcome(case.id, harness.runtime, "unsupported", math.nan, why),
-                variant,
-            )
-            pytest.skip(why)
         covered = case_coverage(variant, adapter, case)
         if covered is not None and covered.status == "unsupported":
             o = report.Outcome(case.id, harness.runtime, "unsupported", float("nan"), str(covered))
@@ -483,9 +495,6 @@ def catches(harness: Session, variant: str) -> Callable[[str, str], str | None]:
             pytest.fail(f"catches: {old!r} is in no code of {variant}'s WGSL", pytrace=False)
         planted = {**sources, **edited}
         adapter = harness.adapter_name()
-        missing = variant_registry.get(variant).missing_features(harness.adapter()["features"])
-        if missing:
-            pytest.skip(f"{missing}; {adapter} does not offer it")
         for case in variant_registry.matrix(variant):
             if not case.smoke or variant_registry.refusal(variant, case.config()):
                 continue

@@ -93,10 +93,14 @@ def load_options(variant_files: list[Path], shaders: Path | None, judged: str) -
         use_shader_dir(shaders, [judged])
 
 
+# Built-in variants that keep another's loops and arithmetic (so its driver limitations).
+BUILT_IN_LIMITATIONS_OF = {"fast_f16": "fast"}
+
+
 def limitations_of(name: str) -> str:
-    """The variant whose declared limitations apply to `name`: itself, or the built-in
-    one its file names in `limitations_of`."""
-    return _LIMITATIONS_OF.get(name, name)
+    """The variant whose declared limitations apply to `name`: itself, the built-in one
+    its file names in `limitations_of`, or the one a built-in variant keeps the loops of."""
+    return _LIMITATIONS_OF.get(name, BUILT_IN_LIMITATIONS_OF.get(name, name))
 
 
 def names() -> list[str]:

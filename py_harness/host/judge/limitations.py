@@ -202,7 +202,8 @@ def _loop_budget_covers(
         over = {e: n for e, n in needs.items() if n is not None and n > loop_budget.BUDGET}
         return _over_budget(over, "makes up to {:,} loop passes (its loop_passes)")
     lanes, rolled = loop_budget.lanes_of(adapter), loop_budget.rolled_loops(adapter)
-    over = loop_budget.over_budget(limitations_of(variant), cfg, lanes, rolled)
+    model = variant if variant in loop_budget.MODELLED else limitations_of(variant)
+    over = loop_budget.over_budget(model, cfg, lanes, rolled)
     return _over_budget(over, "needs {:,} loop passes per SIMD vector")
 
 

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ...config import AttentionConfig, ConfigError, kernel_window
-from ...kernels import FAST, FAST_ROWS, Variant
+from ...kernels import FAST, FAST_F16, FAST_ROWS, Variant
 
 BUDGET = 65535  # LP_MAX_TGSI_LOOP_ITERATIONS
 OK_LIMIT = BUDGET + 1  # the largest count (for the fast variant: `needed`) still right
@@ -329,12 +329,13 @@ def _fast_key_pass(
 
 
 def fast_counts(
-    cfg: AttentionConfig, kv_parts: int | None = None, rolled: bool = False
+    cfg: AttentionConfig, kv_parts: int | None = None, rolled: bool = False, fast: Variant = FAST
 ) -> dict[str, int]:
     """The largest count (`needed`) over the workgroups of each fast entry point's
     dispatch, with the parts per key tile the runner chooses (Variant.kv_parts) or `kv_parts`,
-    and the score steps written out or, where `rolled`, kept loops (FF_ROLLED)."""
-    chosen = FAST.for_head_dim(cfg.head_dim)
+    and the score steps written out or, where `rolled`, kept loops (FF_ROLLED). fast: the
+    variant of these kernels (fast_f16 splits no key tile into parts)."""
+    chosen = fast.for_head_dim(cfg.head_dim)
     try:
         band = chosen.dq_band_rows(cfg, LAVAPIPE_BINDING_CAP)
         slots = chosen.dq_slots(cfg, LAVAPIPE_BINDING_CAP, band)
@@ -383,6 +384,11 @@ def _fast_dense_counts(
     return out
 
 
+# The variants of the fast kernels the model counts, by name.
+FAST_FORMS = {"fast": FAST, "fast_f16": FAST_F16}
+MODELLED = ("seed", *FAST_FORMS)
+
+
 def loop_counts(
     variant: str,
     cfg: AttentionConfig,
@@ -396,8 +402,8 @@ def loop_counts(
     (`rolled_loops` of the adapter)."""
     if variant == "seed":
         return seed_counts(cfg, lanes)
-    if variant == "fast":
-        return fast_counts(cfg, kv_parts, rolled)
+    if variant in FAST_FORMS:
+        return fast_counts(cfg, kv_parts, rolled, FAST_FORMS[variant])
     return {}
 
 
