@@ -211,7 +211,11 @@ def test_an_lse_in_base_2_is_converted_both_ways_and_empty_rows_stay_empty() -> 
             ["lse_from", "names two scratch buffers"],
         ),
         ('lse = "log2"', 'lse = "log10"', ["lse: one of ln, log2, none"]),
-        ("head_dim = [32, 64]", 'head_dim = [32, 64]\ndtype = "f16"', ["envelope.dtype", "top-level dtypes"]),
+        (
+            "head_dim = [32, 64]",
+            'head_dim = [32, 64]\ndtype = "f16"',
+            ["envelope.dtype", "top-level dtypes"],
+        ),
         (
             'files = ["k.wgsl"]',
             'files = ["k{head_dim}.wgsl"]\n',

@@ -285,6 +285,9 @@ def _measure(session, cfg, variants, torch, tdev, args, skipped) -> tuple[list[R
     if torch is not None and not cfg.varlen:  # SDPA has no variable-length batches
         torch_row = _guard(skipped, "torch", bench_torch, torch, tdev, cfg, x, args)
         rows += [torch_row] if torch_row else []
+        if tdev.type == "cuda" and any(v.dtypes for v in variants):  # beside an f16 variant
+            half = _guard(skipped, "torch-f16", bench_torch, torch, tdev, cfg, x, args, True)
+            rows += [half] if half else []
     if cfg.seq_q <= args.numpy_max_seq and not cfg.varlen:
         r = _guard(skipped, "numpy", bench_numpy, cfg, x, args)
         rows += [r] if r else []

@@ -19,6 +19,7 @@ import numpy as np
 from ...config import AttentionConfig
 from ...kernels import Variant
 from ...timing import TimingPlan
+from .. import variants
 from ..judge import reference
 from ..judge.inputs import draw_tensors
 from ..judge.verdict import judge_outputs
@@ -111,8 +112,12 @@ def verify_variant(
     twice on the same buffers and must give the same bits both times, as in the matrix's
     repeated-backward cases: a kernel that adds onto the last run's partial sums fails."""
     sources = shader_sources(shaders)
+    precision = variants.precision(variant.name)  # an f16 variant: its inputs as it reads them
+    x = precision.round_inputs(x)
     reply = run_on(session, cfg, x, sources=sources, backward_runs=2, variant=variant.name)
-    reports, _ = judge_outputs(cfg, x, reply["arrays"], large_scores=large_scores)
+    reports, _ = judge_outputs(
+        cfg, x, reply["arrays"], large_scores=large_scores, precision=precision
+    )
     digests = reply.get("backward_digests", [])
     same = len(digests) == 2 and digests[0] == digests[1]
     twice = "the same bits" if same else "FAIL: the bits differ"
@@ -145,11 +150,15 @@ def torch_setup() -> tuple[Any, Any, str]:
     return torch, dev, ""
 
 
-def bench_torch(torch, device, cfg: AttentionConfig, x, args) -> Row:
+def bench_torch(torch, device, cfg: AttentionConfig, x, args, half: bool = False) -> Row:
+    """torch SDPA forward + backward in float32, or (half) in float16: its fp16 kernels, the
+    ones an f16 WGSL variant is set beside."""
     import torch.nn.functional as F  # noqa: N812
 
+    dtype = torch.float16 if half else torch.float32
+
     def t(name):  # [B, S, H, D] -> [B, H, S, D]
-        a = torch.from_numpy(x[name]).to(device).transpose(1, 2)
+        a = torch.from_numpy(x[name]).to(device, dtype).transpose(1, 2)
         if name in ("k", "v") and cfg.kv_heads != cfg.num_heads:
             a = a.repeat_interleave(cfg.num_heads // cfg.kv_heads, dim=1)
         return a.contiguous().requires_grad_(name != "d_out")
@@ -157,6 +166,7 @@ def bench_torch(torch, device, cfg: AttentionConfig, x, args) -> Row:
     q, k, v, do = (t(n) for n in ("q", "k", "v", "d_out"))
     cuda = device.type == "cuda"
     mask = torch_mask(torch, device, cfg, x)
+    mask = None if mask is None else mask.to(dtype)
 
     def timed(fn) -> float:
         if cuda:
@@ -190,7 +200,7 @@ def bench_torch(torch, device, cfg: AttentionConfig, x, args) -> Row:
         q.grad = k.grad = v.grad = None
         fwd.append(timed(forward))
         bwd.append(timed(backward))
-    name = f"torch-{device.type}"
+    name = f"torch-{device.type}" + ("-f16" if half else "")
     timing = "cuda-event" if cuda else "wall-clock"
     extra = {"torch": torch.__version__}
     if cuda:
