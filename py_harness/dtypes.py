@@ -20,11 +20,6 @@ from typing import Any
 
 from .config import ConfigError
 
-try:  # natively (and in a page that loaded it) NumPy converts 50-100x faster than struct
-    import numpy as _np
-except ImportError:  # Pyodide without NumPy: struct's "e", the same rounding
-    _np = None
-
 DTYPES = ("f32", "f16")
 ITEM_BYTES = {"f32": 4, "f16": 2}
 # The adapter feature a kernel needs to declare `enable f16;` and bind array<f16>.
@@ -42,15 +37,6 @@ def encode(f32: bytes, dtype: str, what: str = "tensor") -> bytes:
     if dtype == "f32":
         return bytes(f32)
     values = memoryview(f32).cast("f")
-    if _np is not None:
-        wide = _np.frombuffer(values, _np.float32)
-        with _np.errstate(over="ignore"):
-            half = wide.astype(_np.float16)
-        past = _np.isinf(half) & _np.isfinite(wide)
-        if past.any():
-            worst = float(_np.abs(wide[past]).max())
-            raise ConfigError(what, f"holds {worst:g}, past f16's largest finite value {F16_MAX:g}")
-        return half.tobytes()
     try:
         return struct.pack(f"<{len(values)}e", *values)
     except OverflowError:
@@ -72,8 +58,6 @@ def decode(data: bytes, dtype: str) -> bytes:
         return bytes(data)
     view = memoryview(data)  # bytes, or a page's JS array (its __buffer__)
     n = view.nbytes // 2
-    if _np is not None:
-        return _np.frombuffer(view, _np.float16, n).astype(_np.float32).tobytes()
     return struct.pack(f"<{n}f", *struct.unpack_from(f"<{n}e", view))
 
 

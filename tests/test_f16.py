@@ -24,16 +24,7 @@ from tests.fakes import NoGPUWorkDevice, own_thread
 BHSD = Path(__file__).resolve().parents[1] / "examples/bhsd-attention/kernels"
 
 
-@pytest.fixture(params=["numpy", "struct"])
-def conversion(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both ways dtypes converts: NumPy where it is importable, struct's "e" in a page
-    without NumPy."""
-    if request.param == "struct":
-        monkeypatch.setattr(dtypes, "_np", None)
-    return request.param
-
-
-def test_f16_bytes_round_to_nearest_even_and_widen_exactly(conversion: str) -> None:
+def test_f16_bytes_round_to_nearest_even_and_widen_exactly() -> None:
     vals = np.float32([1.0, 1 + 2**-11, 1 + 3 * 2**-11, -2.5e-8, 65504, -np.inf, np.nan, 0.1])
     packed = dtypes.encode(vals.tobytes(), "f16")
     assert len(packed) == 2 * len(vals)
@@ -42,7 +33,7 @@ def test_f16_bytes_round_to_nearest_even_and_widen_exactly(conversion: str) -> N
     assert dtypes.encode(vals.tobytes(), "f32") == vals.tobytes()
 
 
-def test_a_value_past_f16s_range_is_refused_naming_the_tensor(conversion: str) -> None:
+def test_a_value_past_f16s_range_is_refused_naming_the_tensor() -> None:
     with pytest.raises(ConfigError, match=r"^q: holds 70000, past f16's largest finite value"):
         dtypes.encode(np.float32([1.0, 7e4, np.inf]).tobytes(), "f16", "q")
     near = np.float32([65519.0, -65510.0])  # rounds to the largest finite value, not past it
