@@ -213,8 +213,8 @@ class Kernel:
     whole_tiles: str = ""
     # A pass that adds the copies of dK and dV the key_parts passes wrote: dispatched only
     # where there are several (Variant.kv_parts > 1); with one part the key-tile passes
-    # stored the tensors themselves and it would do nothing (on the H200 such an empty
-    # dispatch over every key row took 0.03 ms, 0.3-0.9 % of a causal backward at S = 4096).
+    # stored the tensors themselves and it would do nothing but cost a dispatch over every
+    # key row.
     adds_kv_parts: bool = False
     # A bool pipeline-overridable constant of the module ("": none) that a run sets to true
     # on the CPU drivers, SwiftShader and lavapipe (gpu/device.rolls_loops): the kernel's

@@ -115,9 +115,8 @@ class NativeDevice(Device):
         staging = self.upload_buffer(total).handle
         self._guard("mapAsync(WRITE)", lambda: staging.map_sync(gpu.MapMode.WRITE, 0, total))
         try:
-            # write_mapped copies in one thread (wgpu-py, under the GIL): a case's buffers
-            # took 10-14 ms to fill at 128 MB on the H200's host, 6-7 through a writable
-            # view of the mapped range (valid until unmap) and copies over threads.
+            # write_mapped copies in one thread (wgpu-py, under the GIL); a writable view of
+            # the mapped range (valid until unmap) lets the copies spread over threads.
             mapped = staging._experimental_get_mapped_range(0, total)
             slices = [mapped[s.offset : s.offset + s.nbytes] for s in spans]
             host_memory.copy_into(list(zip(slices, data, strict=True)))

@@ -291,7 +291,7 @@ class Node:
         """The child's environment: where the wheel and the npm packages are and, on
         SwiftShader, how long a wait for the GPU spins before its ticks go on a 1 ms timer
         (NODE_POLL_SPIN_MS; web/node-harness.mjs says why). On a GPU they spin throughout:
-        the timer cost 2.6-4.2 ms per dispatch on an H100 (docs/runtimes.md). A value in
+        the timer costs milliseconds per dispatch there (docs/runtimes.md). A value in
         the caller's environment stands."""
         spin = {NODE_POLL_SPIN: NODE_POLL_SPIN_MS} if on_swiftshader(env) else {}
         where = {
@@ -302,9 +302,8 @@ class Node:
 
 
 # In order of their cold start, which is the order "all" runs them in: the first verdict of
-# a run comes from the quickest. Command to first verdict, `check --variant seed --case
-# d64-sq128-sk128-b2-h4` on the 2-core CPU machine (2026-12-06): wgpu 1.5-1.8 s, dawn 1.6,
-# node 2.3-2.4, firefox 3.9, chromium 3.7-3.8 (README); the last two are a tie.
+# a run comes from the quickest (measured by `check --variant seed --case
+# d64-sq128-sk128-b2-h4` per runtime; the figures are in the README and docs/records.md).
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Wgpu(), Dawn(), Node(), Firefox(), Chromium())}
 
 

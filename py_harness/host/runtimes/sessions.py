@@ -34,8 +34,8 @@ INLINE_REQUEST_MAX = 256 * 2**10
 # (q, k, v; 1.5 times with d_out, q's size again).
 REPLY_TEXT_MAX = 2**20
 # The entry that brings up a page's WebGPU device and runs no kernel. A renderer that
-# crashes in it crashed on its own (Chromium did in one of twelve fresh-clone CI runs on
-# 2026-12-07, at a new page's first call), so that call is made once more on a fresh page,
+# crashes in it crashed on its own (Chromium has, rarely, at a new page's first call), so
+# that call is made once more on a fresh page,
 # with a PageCrashWarning that carries the crash's words. A crash in any other entry fails
 # the call: a kernel or a case may be its cause, and that is a verdict.
 RETRIED_AFTER_CRASH = frozenset({"adapter"})
