@@ -20,10 +20,10 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     real = verdict.references
 
-    def references(cfg, x, dtype):  # type: ignore[no-untyped-def]
+    def references(cfg, x, dtype, **kw):  # type: ignore[no-untyped-def]
         if dtype is np.float64:
             calls.append(1)
-        return real(cfg, x, dtype)
+        return real(cfg, x, dtype, **kw)
 
     monkeypatch.setattr(verdict, "references", references)
     return calls

@@ -2,6 +2,7 @@
 
 py-harness check      the case matrix on each runtime (pytest with the plugin)
 py-harness bench      time kernels against references (numpy, torch where installed)
+py-harness bench-judge  what judging one run costs on the host (time, memory), at any size
 py-harness roofline   each pass of a bench's JSON: TFLOP/s, share of peak, a roofline plot
 py-harness serve      the demo page and the harness page on 127.0.0.1
 py-harness setup      fetch the pinned npm packages (Pyodide, Dawn for Node) into the cache
@@ -24,6 +25,7 @@ from collections.abc import Callable
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("tools.check", "the case matrix on each WebGPU runtime"),
     "bench": ("tools.bench", "time the kernels"),
+    "bench-judge": ("tools.bench_judge", "what judging one run costs on the host"),
     "roofline": ("tools.roofline", "each pass of a bench's JSON against the GPU's roofs"),
     "serve": ("serving.serve", "serve the demo and harness pages"),
     "setup": ("setup", "fetch Pyodide and Dawn for Node (npm) into the cache"),

@@ -46,7 +46,7 @@ import pytest
 from ..kernels import VARIANTS
 from . import variants as variant_registry
 from .engine import compile_error, evaluate, evaluate_forward_first
-from .judge import generated, limitations, report
+from .judge import blocks, generated, limitations, report
 from .judge.cases import CASES, Case, by_id
 from .judge.inputs import make_inputs
 from .judge.limitations import Limitation, case_coverage
@@ -115,6 +115,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--harness-json", type=Path, help="write the matrix's outcomes here as JSON")
     group.addoption(
+        "--judge-workers",
+        type=int,
+        default=None,
+        help="threads the float64 reference and baselines use (default: one per core)",
+    )
+    group.addoption(
         "--browser-ws",
         default=None,
         help="reach Chromium through a Playwright browser server at this ws:// endpoint "
@@ -130,8 +136,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    if config.getoption("--draws") < 1:
-        raise pytest.UsageError(f"--draws: must be >= 1, got {config.getoption('--draws')}")
+    for name in ("--draws", "--judge-workers"):
+        if (value := config.getoption(name)) is not None and value < 1:
+            raise pytest.UsageError(f"{name}: must be >= 1, got {value}")
+    blocks.WORKERS = config.getoption("--judge-workers")
     files = [*config.getini("harness_variant_files"), *config.getoption("--variant-file")]
     config.harness_registry_before = variant_registry.snapshot()
     try:

@@ -45,13 +45,17 @@ def dropout_bits(
     whose qi and kj count from its own start).
     """
     bh = np.arange(batch0 * num_heads, (batch0 + batch) * num_heads, dtype=_U32)
+    bits = _bits(seed, bh, np.arange(seq_q), seq_k)
+    return bits.reshape(batch, num_heads, seq_q, seq_k)
+
+
+def _bits(seed: int, bh: ArrayLike, qi: ArrayLike, seq_k: int) -> NDArray[np.uint32]:
+    """dropout_bits for (batch * num_heads + head) indices bh and query rows qi: [bh, qi, Sk]."""
     x = (_u32(seed) ^ pcg(bh))[:, None, None]
-    qi = np.arange(seq_q, dtype=_U32)[:, None]
     kj = np.arange(seq_k, dtype=_U32)
     # Same nesting as hash3, but each stage only at the rank it needs: pcg(kj) is
     # [Sk], the middle stage [Sq, Sk], only the outer one [B*H, Sq, Sk].
-    bits = pcg(x ^ pcg(qi ^ pcg(kj))) >> _U32(8)
-    return bits.reshape(batch, num_heads, seq_q, seq_k)
+    return pcg(x ^ pcg(_u32(qi)[:, None] ^ pcg(kj))) >> _U32(8)
 
 
 def dropout_uniform(
@@ -84,12 +88,25 @@ def dropout_multiplier(
     for dropout_bits.
     """
     shape = (batch, num_heads, seq_q, seq_k)
+    bh = np.arange(batch0 * num_heads, (batch0 + batch) * num_heads)
+    out = block_multiplier(p, seed, bh, np.arange(seq_q), seq_k, dtype)
+    return np.ones(shape, dtype) if out is None else out.reshape(shape)
+
+
+def block_multiplier(
+    p: float, seed: int, bh: ArrayLike, qi: ArrayLike, seq_k: int, dtype: DTypeLike
+) -> NDArray[np.floating] | None:
+    """dropout_multiplier at (batch * num_heads + head) indices bh and query rows qi:
+    [bh, qi, Sk]; None when p <= 0 (every weight kept, M == 1)."""
     p32 = np.float32(p)
     if p32 <= 0:
-        return np.ones(shape, dtype)
+        return None
+    shape = (np.size(bh), np.size(qi), seq_k)
     if p32 >= 1:  # every u < 1 <= p is dropped; avoid the 1 / 0
         return np.zeros(shape, dtype)
-    keep = dropout_uniform(seed, batch, num_heads, seq_q, seq_k, batch0) >= p32
+    # f32(bits) * 2**-24 is exact in float32 (bits < 2**24): the shader's uniform, exactly
+    u = _bits(seed, np.asarray(bh), np.asarray(qi), seq_k).astype(np.float32)
+    keep = u * np.float32(1.0 / 16777216.0) >= p32
     one = np.asarray(1, dtype)
     scale = one / (one - np.asarray(p32, dtype))
     return np.where(keep, scale, np.zeros((), dtype)).astype(dtype, copy=False)

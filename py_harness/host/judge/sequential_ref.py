@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ...dtypes import Arithmetic
-from .dropout import dropout_multiplier
-from .reference import EMPTY_LSE, MASKED, alibi_bias, visible_mask
+from .blocks import Block, KeySums, Pairs, Shape, pipelined, with_keys
+from .reference import EMPTY_LSE, Setting, outputs_like, put_keys, put_rows
 
 F32 = np.float32
 LOG2E = F32(np.log2(np.e))
@@ -55,7 +56,8 @@ def log32(x: NDArray[np.float32]) -> NDArray[np.float32]:
 # seq_matmul works in blocks of about this many output floats (a block stays in cache over
 # the K steps), spread over the cores: NumPy releases the GIL inside each step.
 _BLOCK_FLOATS = 1 << 16
-_POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+_CORES = os.cpu_count() or 1
+_POOL = ThreadPoolExecutor(max_workers=_CORES)
 
 
 def to_f16(x: ArrayLike) -> NDArray[np.float32]:
@@ -64,46 +66,84 @@ def to_f16(x: ArrayLike) -> NDArray[np.float32]:
         return np.asarray(x, F32).astype(np.float16).astype(F32)
 
 
+class Running:
+    """Sums in progress, [..., M, N]: the float32 totals and, in an arithmetic with f16
+    sums in chunks, each element's open f16 chunk; `count` terms have gone in. seq_matmul
+    adds to one, so a sum over many calls has the order and the chunks of one call."""
+
+    def __init__(self, shape: tuple[int, ...], arith: Arithmetic = F32_ARITH) -> None:
+        self.total = np.zeros(shape, F32)
+        self.chunk = arith.chunk if arith.accumulate == "f16" else -1  # 0: one chunk of all
+        self.part = np.zeros(shape, np.float16) if self.chunk >= 0 else None
+        self.count = 0
+
+    def result(self) -> NDArray[np.float32]:
+        """The totals, with the open chunk added (as a kernel adds its last, short one)."""
+        if self.part is not None and (self.chunk == 0 or self.count % self.chunk):
+            self.total += self.part
+            self.part[...] = 0
+            self.count = 0
+        return self.total
+
+
 def seq_matmul(
-    a: NDArray[np.float32], b: NDArray[np.float32], arith: Arithmetic = F32_ARITH
+    a: NDArray[np.float32],
+    b: NDArray[np.float32],
+    arith: Arithmetic = F32_ARITH,
+    into: Running | None = None,
 ) -> NDArray[np.float32]:
     """a [..., M, K] @ b [..., K, N] in float32, adding the K terms one at a time in order.
     In another arithmetic (dtypes.Arithmetic): f16 products round the operands and each
     product to f16; f16 sums add the terms in f16, `chunk` at a time (0: all), each chunk
-    then added to a float32 total."""
+    then added to a float32 total. into: a Running sum of the output's shape to go on
+    adding to (its totals are returned, its last chunk left open); None: a fresh one."""
     f16_products = arith.products == "f16"
     if f16_products:
         a, b = to_f16(a), to_f16(b)
-    chunk = (arith.chunk or a.shape[-1]) if arith.accumulate == "f16" else 0
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     (m, k), n = a.shape[-2:], b.shape[-1]
+    run = Running((*batch, m, n), arith) if into is None else into
+    total = run.total.reshape(-1, m, n)
+    part = None if run.part is None else run.part.reshape(-1, m, n)
+    # Each step is an outer product: the longer side innermost makes fewer, longer vector
+    # operations (out^T = b^T a^T adds the same products in the same order).
+    flip = n < m
+    if flip:
+        a, b, m, n = np.swapaxes(b, -1, -2), np.swapaxes(a, -1, -2), n, m
+        total = np.ascontiguousarray(total.swapaxes(1, 2))
+        part = None if part is None else np.ascontiguousarray(part.swapaxes(1, 2))
     # [nb, K, M] and [nb, K, N], contiguous, so step t reads one row of each.
     at = np.ascontiguousarray(np.broadcast_to(a, (*batch, m, k)).reshape(-1, m, k).swapaxes(1, 2))
     bt = np.ascontiguousarray(np.broadcast_to(b, (*batch, k, n)).reshape(-1, k, n))
-    out = np.zeros((at.shape[0], m, n), F32)
+    chunk, t0 = run.chunk, run.count
     rows = max(1, _BLOCK_FLOATS // max(1, n))
 
     def block(i: int, m0: int) -> None:
-        acc = out[i, m0 : m0 + rows]
+        acc = total[i, m0 : m0 + rows]
         tmp = np.empty_like(acc)
-        part = np.zeros(acc.shape, np.float16) if chunk else None
+        open_ = None if part is None else part[i, m0 : m0 + rows]
         for t in range(k):
             np.multiply(at[i, t, m0 : m0 + rows, None], bt[i, t], out=tmp)
             if f16_products:  # exact in float32 (11-bit operands), then rounded
                 tmp[...] = tmp.astype(np.float16)
-            if part is None:
+            if open_ is None:
                 acc += tmp
                 continue
             with np.errstate(over="ignore"):
-                part += tmp.astype(np.float16)
-            if (t + 1) % chunk == 0 or t == k - 1:
-                acc += part
-                part[...] = 0
+                open_ += tmp.astype(np.float16)
+            if chunk and (t0 + t + 1) % chunk == 0:
+                acc += open_
+                open_[...] = 0
 
-    jobs = [_POOL.submit(block, i, m0) for i in range(out.shape[0]) for m0 in range(0, m, rows)]
+    jobs = [_POOL.submit(block, i, m0) for i in range(total.shape[0]) for m0 in range(0, m, rows)]
     for job in jobs:
         job.result()
-    return out.reshape(*batch, m, n)
+    if flip:
+        run.total.reshape(-1, n, m)[...] = total.swapaxes(1, 2)
+        if part is not None:
+            run.part.reshape(-1, n, m)[...] = part.swapaxes(1, 2)
+    run.count += k
+    return run.result() if into is None else run.total
 
 
 def seq_rowsum(
@@ -135,105 +175,88 @@ def _same(x: NDArray[np.float32]) -> NDArray[np.float32]:
     return x
 
 
-def _heads(x: ArrayLike, num_heads: int) -> NDArray[np.float32]:
-    """[B, S, Hx, D] -> [B, H, S, D] float32, each KV head repeated H // Hx times."""
-    x = np.asarray(x, F32)
-    return np.repeat(x, num_heads // x.shape[2], axis=2).transpose(0, 2, 1, 3)
-
-
-def _over_group(x: NDArray[np.float32], num_kv_heads: int) -> NDArray[np.float32]:
-    """[B, H, S, N] -> [B, Hkv, group * S, N]: a KV head's query heads one after another,
-    the order in which a key's gradient walks them (head by head, row by row)."""
-    b, h, s, n = x.shape
-    return x.reshape(b, num_kv_heads, (h // num_kv_heads) * s, n)
-
-
 def attention_seq32(
     q: ArrayLike,
     k: ArrayLike,
     v: ArrayLike,
     d_out: ArrayLike,
     *,
-    mask: ArrayLike | None = None,
-    causal: bool = False,
-    causal_offset: int = 0,
-    window: int = 0,
-    window_left: int = -1,
-    window_right: int = -1,
-    softcap: float = 0.0,
-    alibi_slopes: ArrayLike | None = None,
-    dropout_p: float = 0.0,
-    seed: int = 0,
-    scale: float | None = None,
-    dropout_batch0: int = 0,
     arith: Arithmetic = F32_ARITH,
     stored: frozenset[str] = frozenset(),
+    **kw: Any,
 ) -> dict[str, NDArray[np.float32]]:
     """Forward and backward in float32 with sequential sums: {o, lse, dq, dk, dv}.
 
-    o, dq: [B, Sq, H, D]; lse: [B, H, Sq]; dk, dv: [B, Sk, Hkv, D]. Arguments as in
-    reference.attention_ref. Rows with no visible key: o = 0, lse = EMPTY_LSE, no gradient.
-    arith: the arithmetic of a kernel that declares another (dtypes.Arithmetic: f16
-    products, f16 sums, f16 P and dS). stored: the outputs it stores as f16, of which O
-    and the LSE are what its backward reads back (rounded here, as there); the results
-    themselves are returned unrounded (the judge allows for an output's own rounding).
+    o, dq: [B, Sq, H, D]; lse: [B, H, Sq]; dk, dv: [B, Sk, Hkv, D]. Keywords as in
+    reference.attention_ref (not dtype). Rows with no visible key: o = 0, lse = EMPTY_LSE,
+    no gradient. arith: the arithmetic of a kernel that declares another
+    (dtypes.Arithmetic: f16 products, f16 sums, f16 P and dS). stored: the outputs it
+    stores as f16, of which O and the LSE are what its backward reads back (rounded here,
+    as there); the results themselves are returned unrounded (the judge allows for an
+    output's own rounding). Computed one block of query rows at a time (blocks.py), with
+    every sum in the order it would have over the whole problem.
     """
-    q, k = np.asarray(q, F32), np.asarray(k, F32)
-    b, sq, h, d = q.shape
-    sk, hkv = k.shape[1], k.shape[2]
-    scale32 = F32(1.0 / np.sqrt(d) if scale is None else scale)
-    qh, kh, vh, doh = _heads(q, h), _heads(k, h), _heads(v, h), _heads(d_out, h)
-
-    # Scores, Q scaled first (as the forward and dQ kernels do); masked -> -inf.
-    s = seq_matmul(qh * scale32, kh.swapaxes(-1, -2), arith)  # [B, H, Sq, Sk]
-    cap_grad = F32(1)
-    if softcap:
-        cap = F32(softcap)
-        t = np.tanh(s / cap)
-        s, cap_grad = cap * t, F32(1) - t * t
-    if alibi_slopes is not None:
-        s = s + alibi_bias(alibi_slopes, b, sq, sk, causal_offset, F32)
-    if mask is not None:
-        s = s + np.broadcast_to(np.asarray(mask, F32), s.shape)
-    valid = visible_mask(
-        sq,
-        sk,
-        causal=causal,
-        causal_offset=causal_offset,
-        window=window,
-        window_left=window_left,
-        window_right=window_right,
-    )
-    valid = valid & (s > F32(MASKED))
-    present = valid.any(-1, keepdims=True)  # [B, H, Sq, 1]
-    m = np.where(present, np.max(s, -1, where=valid, initial=-np.inf, keepdims=True), F32(0))
-    e = np.where(valid, exp32(np.where(valid, s - m, F32(0))), F32(0))
-    mult = dropout_multiplier(dropout_p, seed, b, h, sq, sk, F32, dropout_batch0)
+    shape = Shape.of(q, k, v)
+    st = Setting(shape, **kw)
+    scale32 = st.scale_in(F32)
+    out = outputs_like(shape, F32, True)
     half = to_f16 if arith.intermediates == "f16" else _same  # P and dS as fed to products
-    l_sum = seq_rowsum(e)
-    safe_l = np.where(present, l_sum, F32(1))
-    o = np.where(present, seq_matmul(half(e * mult), vh, arith) / safe_l, F32(0))
-    lse = np.where(present, m + log32(safe_l), F32(EMPTY_LSE))
 
-    # Backward from the forward's LSE and O as stored, as FlashAttention-2 does.
-    o_read = to_f16(o) if "o" in stored else o
-    lse_read = to_f16(lse) if "lse" in stored else lse  # an empty row's 3e38: inf
-    p = np.where(valid, exp32(np.where(valid, s - lse_read, F32(0))), F32(0))
-    dp = seq_matmul(doh, vh.swapaxes(-1, -2), arith)
-    # dS = P (dP - Delta) cancels where one key dominates a row (P near 1, so O is near V_j
-    # and Delta near dP_ij); then dS is the rounding of two dot products summed in
-    # different orders, as in any kernel (Delta comes from O in a pass of its own). Summed
-    # in the same order, they would cancel exactly and the baseline would claim a
-    # precision no kernel has: Delta is summed last to first.
-    delta = seq_rowsum(doh * o_read, reverse=True, arith=arith)
-    ds = half(p * (mult * dp - delta) * cap_grad * scale32)
-    dv = seq_matmul(_over_group(half(p * mult), hkv).swapaxes(-1, -2), _over_group(doh, hkv), arith)
-    dk = seq_matmul(_over_group(ds, hkv).swapaxes(-1, -2), _over_group(qh, hkv), arith)
-    dq = seq_matmul(ds, kh, arith)
-    return {
-        "o": o.transpose(0, 2, 1, 3),
-        "lse": lse[..., 0],
-        "dq": dq.transpose(0, 2, 1, 3),
-        "dk": dk.transpose(0, 2, 1, 3),
-        "dv": dv.transpose(0, 2, 1, 3),
-    }
+    def rows(item: tuple[Block, NDArray[np.float32], NDArray[np.float32]]) -> tuple:
+        """What is row-local: O, the LSE, dQ; the weights and dS that dK, dV sum."""
+        blk, ks, vs = item
+        qb, dob = blk.queries(q, F32), blk.queries(d_out, F32)
+        # Scores, Q scaled first (as the forward and dQ kernels do).
+        s, cap_grad, valid = st.scored(
+            blk, seq_matmul(qb * scale32, ks.swapaxes(-1, -2), arith), F32
+        )
+        present = valid.any(-1, keepdims=True)
+        top = np.max(s, -1, where=valid, initial=-np.inf, keepdims=True)
+        m = np.where(present, top, F32(0))
+        e = np.where(valid, exp32(np.where(valid, s - m, F32(0))), F32(0))
+        mult = st.dropout(blk, F32)
+        keep = _same if mult is None else mult.__mul__
+        safe_l = np.where(present, seq_rowsum(e), F32(1))
+        o = np.where(present, seq_matmul(half(keep(e)), vs, arith) / safe_l, F32(0))
+        lse = np.where(present, m + log32(safe_l), F32(EMPTY_LSE))
+        put_rows(out["o"], blk, o)
+        out["lse"][blk.pairs.batch, blk.head, blk.q0 : blk.q1] = lse[..., 0]
+
+        # Backward from the forward's LSE and O as stored, as FlashAttention-2 does.
+        o_read = to_f16(o) if "o" in stored else o
+        lse_read = to_f16(lse) if "lse" in stored else lse  # an empty row's 3e38: inf
+        p = np.where(valid, exp32(np.where(valid, s - lse_read, F32(0))), F32(0))
+        dp = seq_matmul(dob, vs.swapaxes(-1, -2), arith)
+        # dS = P (dP - Delta) cancels where one key dominates a row (P near 1, so O is near
+        # V_j and Delta near dP_ij); then dS is the rounding of two dot products summed in
+        # different orders, as in any kernel (Delta comes from O in a pass of its own).
+        # Summed in the same order, they would cancel exactly and the baseline would claim
+        # a precision no kernel has: Delta is summed last to first.
+        delta = seq_rowsum(dob * o_read, reverse=True, arith=arith)
+        ds = p * (keep(dp) - delta)
+        if cap_grad is not None:
+            ds = ds * cap_grad  # through the softcap, to the uncapped score
+        ds = half(ds * scale32)
+        put_rows(out["dq"], blk, seq_matmul(ds, ks, arith))
+        return blk, {"dv": (half(keep(p)), dob), "dk": (ds, qb)}
+
+    def start(pairs: Pairs) -> dict[str, Running]:
+        s = shape
+        return {n: Running((pairs.p1 - pairs.p0, s.sk, s.d), arith) for n in ("dk", "dv")}
+
+    def done(pairs: Pairs, sums: dict[str, Running]) -> None:
+        for n, running in sums.items():
+            put_keys(out[n], pairs, running.result())
+
+    key_sums = KeySums(start, done)
+
+    def add(res: tuple) -> None:
+        # A key's gradient goes on summing, query head by head and row by row.
+        blk, parts = res
+        sums = key_sums.at(blk.pairs)
+        for n, (w, x) in parts.items():
+            seq_matmul(w.swapaxes(-1, -2), x, arith, into=sums[n])
+
+    pipelined(with_keys(shape, k, v, F32), rows, add)
+    key_sums.close()
+    return out

@@ -5,7 +5,8 @@ all judge through judge_outputs, so they judge alike. The rule is compare.judge'
 honest float32 baselines (docs/verdict.md): the plain formula through BLAS ("blas32",
 reference.py with dtype=float32, K scaled) and FlashAttention-2 with sequential sums
 ("seq32", sequential_ref.py, Q scaled), and each element's sum of |terms| for the sums
-that cancel (reference.attention_term_sums).
+that cancel (reference.attention_term_sums), all computed a block of query rows at a time
+(blocks.py).
 
 Host-only module; nothing that runs in Pyodide imports it.
 """
@@ -82,21 +83,28 @@ def f16_ulp(x: np.ndarray) -> np.ndarray:
         return np.where(np.isfinite(ax), 2.0 ** (e - 10), 0.0)
 
 
+# What _per_sequence packs, by where a sequence's rows go: its query rows, its key rows.
+_QUERY_ROWS = ("o", "dq", "t_o", "t_dq")
+_KEY_ROWS = ("dk", "dv", "t_dk", "t_dv")
+
+
 def _per_sequence(
     cfg: AttentionConfig,
     x: dict[str, np.ndarray],
-    dtype: type,
     run: Callable[[dict[str, Any], dict[str, np.ndarray]], Outputs],
+    dtype: type,
+    names: tuple[str, ...] = OUTPUTS,
 ) -> Outputs:
     """run(kwargs, x) on the whole batch; for a variable-length batch, on each sequence as a
     dense batch of one (its own causal offset, ALiBi slopes and place in the dropout hash)
     with the results packed back: o, dq [total_q, H, D], lse [H, total_q], dk, dv
-    [total_k, Hkv, D]. A sequence without queries or keys has nothing to compute: its rows
-    keep O = 0, LSE = EMPTY_LSE and zero gradients."""
+    [total_k, Hkv, D] (and the term sums t_o, t_dq, t_dk, t_dv where run gives them). A
+    sequence without queries or keys has nothing to compute: its rows keep O = 0, LSE =
+    EMPTY_LSE and zero gradients."""
     if not cfg.varlen:
         return run(_kwargs(cfg, x), x)
     shapes = cfg.shapes()
-    out = {n: np.zeros(shapes[n], dtype) for n in OUTPUTS}
+    out = {n: np.zeros(shapes[n.removeprefix("t_")], dtype) for n in names}
     out["lse"][:] = reference.EMPTY_LSE
     slopes = x.get("alibi_slopes")
     for b, (q0, len_q, k0, len_k) in enumerate(cfg.sequences()):
@@ -111,42 +119,54 @@ def _per_sequence(
             "dropout_batch0": b,
         }
         r = run(kwb, xb)
-        for n in ("o", "dq"):
-            out[n][rows] = r[n][0]
-        out["lse"][:, rows] = r["lse"][0]
-        for n in ("dk", "dv"):
-            out[n][keys] = r[n][0]
+        for n, a in r.items():
+            if n in _QUERY_ROWS:
+                out[n][rows] = a[0]
+            elif n in _KEY_ROWS:
+                out[n][keys] = a[0]
+            else:
+                out[n][:, rows] = a[0]
     return out
 
 
 def references(
-    cfg: AttentionConfig, x: dict[str, np.ndarray], dtype: type
+    cfg: AttentionConfig, x: dict[str, np.ndarray], dtype: type, *, terms: bool = False
 ) -> dict[str, np.ndarray]:
-    """The plain formula (reference.py) in dtype: {o, lse, dq, dk, dv}. x: q, k, v, d_out
+    """The plain formula (reference.py) in dtype: {o, lse, dq, dk, dv}, and with terms
+    (float64) each output's sum of |terms| as {t_o, t_dq, t_dk, t_dv}. x: q, k, v, d_out
     (and mask, alibi_slopes) as float32 arrays in the kernels' layouts."""
 
     def run(kw: dict[str, Any], xs: dict[str, np.ndarray]) -> Outputs:
-        kw = kw | {"dtype": dtype}
-        o, lse = reference.attention_ref(xs["q"], xs["k"], xs["v"], **kw)
-        dq, dk, dv = reference.attention_bwd_ref(xs["q"], xs["k"], xs["v"], None, xs["d_out"], **kw)
-        return {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv}
+        return reference.attention_blocks(
+            xs["q"], xs["k"], xs["v"], xs["d_out"], terms=terms, dtype=dtype, **kw
+        )
 
-    return _per_sequence(cfg, x, dtype, run)
+    names = OUTPUTS + (("t_o", "t_dq", "t_dk", "t_dv") if terms else ())
+    return _per_sequence(cfg, x, run, dtype, names)
+
+
+def sequential(
+    cfg: AttentionConfig, x: dict[str, np.ndarray], precision: Precision = F32_PRECISION
+) -> Outputs:
+    """FlashAttention-2 with sequential sums (sequential_ref.py) in the kernel's declared
+    arithmetic, its backward reading O and the LSE as the kernel stores them."""
+    extra = {"arith": precision.arithmetic, "stored": precision.f16 & {"o", "lse"}}
+
+    def run(kw: dict[str, Any], xs: dict[str, np.ndarray]) -> Outputs:
+        return attention_seq32(xs["q"], xs["k"], xs["v"], xs["d_out"], **kw, **extra)
+
+    return _per_sequence(cfg, x, run, np.float32)
 
 
 def baselines(
     cfg: AttentionConfig, x: dict[str, np.ndarray], precision: Precision = F32_PRECISION
 ) -> dict[str, dict[str, Any]]:
     """The honest results the rule measures a kernel against, by name: float32 through
-    BLAS, and FlashAttention-2's sequential sums in the kernel's declared arithmetic, its
-    backward reading O and the LSE as the kernel stores them."""
-    extra = {"arith": precision.arithmetic, "stored": precision.f16 & {"o", "lse"}}
-
-    def run(kw: dict[str, Any], xs: dict[str, np.ndarray]) -> Outputs:
-        return attention_seq32(xs["q"], xs["k"], xs["v"], xs["d_out"], **kw, **extra)
-
-    seq = _per_sequence(cfg, x, np.float32, run)
-    return {"blas32": references(cfg, x, np.float32), precision.baseline_name(): seq}
+    BLAS, and the sequential sums in the kernel's declared arithmetic (sequential)."""
+    return {
+        "blas32": references(cfg, x, np.float32),
+        precision.baseline_name(): sequential(cfg, x, precision),
+    }
 
 
 def handed_allowance(base: dict[str, Outputs], ref64: Outputs, terms: Outputs) -> Outputs:
@@ -166,22 +186,6 @@ def handed_allowance(base: dict[str, Outputs], ref64: Outputs, terms: Outputs) -
     return {n: eps * terms[n].astype(np.float64) for n in ("dq", "dk", "dv")}
 
 
-def term_sums(cfg: AttentionConfig, x: dict[str, np.ndarray]) -> Outputs:
-    """Each output element's sum of |terms| (reference.attention_term_sums), in float32 (a
-    bound's size needs no more); the LSE's are 0: it has no such term."""
-
-    def run(kw: dict[str, Any], xs: dict[str, np.ndarray]) -> Outputs:
-        t = reference.attention_term_sums(xs["q"], xs["k"], xs["v"], xs["d_out"], **kw)
-        b, sq, h, _ = t["o"].shape
-        return {n: a.astype(np.float32) for n, a in t.items()} | {
-            "lse": np.zeros((b, h, sq), np.float32)  # _per_sequence copies each sequence's
-        }
-
-    return _per_sequence(cfg, x, np.float32, run) | {
-        "lse": np.zeros(cfg.shapes()["lse"], np.float32)
-    }
-
-
 # (float64 reference, baselines by name, sums of |terms|)
 Expected = tuple[Outputs, dict[str, Outputs], Outputs]
 
@@ -190,7 +194,10 @@ def expected(
     cfg: AttentionConfig, x: dict[str, np.ndarray], precision: Precision = F32_PRECISION
 ) -> Expected:
     """What a kernel's outputs are judged against, computed afresh."""
-    return references(cfg, x, np.float64), baselines(cfg, x, precision), term_sums(cfg, x)
+    ref64 = references(cfg, x, np.float64, terms=True)
+    terms = {n: ref64.pop(f"t_{n}").astype(np.float32) for n in ("o", "dq", "dk", "dv")}
+    terms["lse"] = np.zeros(cfg.shapes()["lse"], np.float32)  # the LSE has no such term
+    return ref64, baselines(cfg, x, precision), terms
 
 
 # A matrix case is judged on every runtime and variant that runs it, ten times in `make

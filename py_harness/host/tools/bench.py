@@ -30,6 +30,7 @@ from ...config import AttentionConfig, cu_seqlens
 from ...kernels import VARIANTS
 from .. import variants
 from ..arg_types import natural, naturals, positive_int, positive_ints
+from ..judge import blocks
 from ..judge.cases import Case, alibi_shape, mask_shape
 from ..paths import SHADER_DIR, cannot_write_file, output_dir, shader_sources
 from ..runtimes.registry import RUNTIMES, runtime
@@ -130,6 +131,8 @@ def _recorded_args(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from ..engine import open_session
+
+    blocks.WORKERS = args.judge_workers
 
     if args.seq_k is not None and args.lengths:
         raise SystemExit("--seq-k: not with --lengths")
@@ -525,6 +528,11 @@ def main(argv: list[str] | None = None) -> int:
         "--numpy-max-seq", type=natural, default=1024, help="time NumPy only up to this seq"
     )
     ap.add_argument("--verify", action="store_true", help="judge one size against float64 NumPy")
+    ap.add_argument(
+        "--judge-workers",
+        type=positive_int,
+        help="threads --verify's float64 reference and baselines use (default: one per core)",
+    )
     ap.add_argument(
         "--verify-seq", type=positive_int, help="the size --verify uses (default: the smallest)"
     )

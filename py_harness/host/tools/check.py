@@ -56,6 +56,11 @@ def parser() -> argparse.ArgumentParser:
         "--out", type=Path, help="where results.json/.xml go (default: build/check-VARIANT)"
     )
     ap.add_argument("--browser-ws", help="Chromium through a Playwright browser server")
+    ap.add_argument(
+        "--judge-workers",
+        type=positive_int,
+        help="threads the float64 reference and baselines use (default: one per core)",
+    )
     return ap
 
 
@@ -92,6 +97,7 @@ def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     cmd += ["-m", "smoke"] if args.smoke else []
     cmd += ["--browser-ws", args.browser_ws] if args.browser_ws else []
     cmd += ["--shaders", str(args.shaders)] if args.shaders else []
+    cmd += ["--judge-workers", str(args.judge_workers)] if args.judge_workers else []
     cmd += ["--harness-json", str(out / "results.json"), "--junitxml", str(out / "results.xml")]
     return cmd + extra
 
