@@ -24,7 +24,43 @@ from tests.fakes import NoGPUWorkDevice, own_thread
 BHSD = Path(__file__).resolve().parents[1] / "examples/bhsd-attention/kernels"
 
 
-def test_f16_bytes_round_to_nearest_even_and_widen_exactly() -> None:
+@pytest.fixture(params=["struct", "numpy"])
+def converters(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test below with the page's conversions (struct) and a host backend's (NumPy)."""
+    from py_harness.gpu import host_memory
+
+    pair = {
+        "struct": (dtypes._struct_to_f16, dtypes._struct_from_f16),
+        "numpy": (host_memory.f16_from_f32, host_memory.f32_from_f16),
+    }[request.param]
+    monkeypatch.setattr(dtypes, "_to_f16", pair[0])
+    monkeypatch.setattr(dtypes, "_from_f16", pair[1])
+    return request.param
+
+
+def test_both_conversions_give_the_same_bits() -> None:
+    from py_harness.gpu import host_memory
+
+    every_f16 = np.arange(1 << 16, dtype=np.uint16).tobytes()
+    wide = host_memory.f32_from_f16(every_f16)
+    same = np.frombuffer(wide, np.uint32) == np.frombuffer(
+        dtypes._struct_from_f16(every_f16), np.uint32
+    )
+    finite = np.isfinite(np.frombuffer(wide, np.float32))
+    assert same[finite].all()  # NaN payloads aside
+    rng = np.random.default_rng(0)  # ties, subnormals, zeros and the range's edge among them
+    x = np.concatenate(
+        [
+            np.frombuffer(wide, np.float32)[finite] * np.float32(1 + 2**-11),
+            rng.standard_normal(10000).astype(np.float32) * 2.0 ** rng.integers(-26, 15, 10000),
+            np.float32([0.0, -0.0, 65519.0, -65504.0, 2**-25, -(2**-25), 3 * 2**-26]),
+        ]
+    ).astype(np.float32)
+    x = x[np.abs(x) < 65520].tobytes()
+    assert host_memory.f16_from_f32(x) == dtypes._struct_to_f16(x)
+
+
+def test_f16_bytes_round_to_nearest_even_and_widen_exactly(converters: str) -> None:
     vals = np.float32([1.0, 1 + 2**-11, 1 + 3 * 2**-11, -2.5e-8, 65504, -np.inf, np.nan, 0.1])
     packed = dtypes.encode(vals.tobytes(), "f16")
     assert len(packed) == 2 * len(vals)
@@ -33,7 +69,7 @@ def test_f16_bytes_round_to_nearest_even_and_widen_exactly() -> None:
     assert dtypes.encode(vals.tobytes(), "f32") == vals.tobytes()
 
 
-def test_a_value_past_f16s_range_is_refused_naming_the_tensor() -> None:
+def test_a_value_past_f16s_range_is_refused_naming_the_tensor(converters: str) -> None:
     with pytest.raises(ConfigError, match=r"^q: holds 70000, past f16's largest finite value"):
         dtypes.encode(np.float32([1.0, 7e4, np.inf]).tobytes(), "f16", "q")
     near = np.float32([65519.0, -65510.0])  # rounds to the largest finite value, not past it

@@ -154,3 +154,19 @@ def nonfinite(tensors: list[Bytes]) -> list[bool]:
 
     flagged = set().union(*_map(bad, _tasks([x.nbytes for x in xs])))
     return [i in flagged for i in range(len(xs))]
+
+
+def f16_from_f32(data: bytes) -> bytes:
+    """float32 bytes rounded to f16 (nearest, ties to even), as struct's "e" rounds them;
+    OverflowError where a finite value rounds past f16's range (dtypes.encode names it)."""
+    x = np.frombuffer(data, "<f4")
+    with np.errstate(over="ignore"):
+        h = x.astype("<f2")
+    if (np.isinf(h) & np.isfinite(x)).any():
+        raise OverflowError("a finite value past f16's range")
+    return h.tobytes()
+
+
+def f32_from_f16(data: bytes) -> bytes:
+    """f16 bytes widened to float32 (exact)."""
+    return np.frombuffer(data, "<f2").astype("<f4").tobytes()

@@ -15,6 +15,7 @@ import re
 from types import ModuleType
 from typing import Any
 
+from .. import dtypes
 from ..shaders import ShaderModuleSource, format_compile_messages
 from . import host_memory
 from .device import (
@@ -38,6 +39,10 @@ from .device import (
     staged_bytes,
     usage_flags,
 )
+
+# f16 tensors cross in this process: NumPy's conversions (the same bits as struct's, which
+# the page keeps) instead of a Python float per value.
+dtypes.use_converters(host_memory.f16_from_f32, host_memory.f32_from_f16)
 
 # Implementation name -> (Python module, what the adapter line calls it).
 IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
