@@ -150,14 +150,13 @@ def judge(
     factor = FACTORS[name] if factor is None else float(factor)
     if not isinstance(baselines, Mapping):
         baselines = {"f32": baselines}
-    a = np.asarray(actual, dtype=np.float64)
-    r = np.asarray(ref64, dtype=np.float64)
-    base = {b: np.asarray(x, dtype=np.float64) for b, x in baselines.items()}
+    a, r = np.asarray(actual), np.asarray(ref64)
+    base = {b: np.asarray(x) for b, x in baselines.items()}
     for b, x in base.items():
         if x.shape != r.shape:  # a harness bug, not a kernel failure
             raise ValueError(f"{name}: baseline {b} shape {x.shape} != ref64 shape {r.shape}")
-    nan = float("nan")
     if a.shape != r.shape:
+        nan = float("nan")
         return Report(
             name,
             False,
@@ -174,66 +173,79 @@ def judge(
             0,
             note=f"shape {a.shape} != expected {r.shape}",
         )
+    terms = None if term_sums is None else np.asarray(term_sums)
+    if terms is not None and terms.shape != r.shape:
+        raise ValueError(f"{name}: term_sums {terms.shape} not finite where ref64 {r.shape} is")
+    extra = {k: np.broadcast_to(np.asarray(v), r.shape) for k, v in (allowances or {}).items()}
 
-    compared = np.isfinite(r)
-    # Where ref is inf / NaN, actual must be the same thing.
-    bad = ~compared & ~((a == r) | (np.isnan(a) & np.isnan(r)))
-    missed = np.zeros(r.shape, dtype=bool)
-    if name == "lse":
-        empty = r >= LSE_SENTINEL_MIN
-        missed = empty & ~(a >= LSE_SENTINEL_MIN)  # NaN misses too
-        for b, x in base.items():  # else that baseline's error would be ~3e38
-            if ((x >= LSE_SENTINEL_MIN) != empty).any():
-                raise ValueError(f"{name}: baseline {b} and ref64 disagree on which rows are empty")
-        compared &= ~empty
-        bad &= ~empty
-    bad |= compared & ~np.isfinite(a)
-    nan_count = int(np.count_nonzero(bad))
-    misses = int(np.count_nonzero(missed))
-    bad |= missed
-
-    errors = {}
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.where(compared & ~bad, np.abs(a - r), 0.0)
-        for b, x in base.items():
-            e = np.where(compared, np.abs(x - r), 0.0)
-            if not np.isfinite(e).all():
-                raise ValueError(f"{name}: baseline {b} is not finite where ref64 is")
-            errors[b] = float(e.max(initial=0.0))
+    # Two passes over chunks of the flattened arrays, so that the float64 temporaries are a
+    # chunk's, not the output's: the baselines' worst errors first (the bound needs them),
+    # then each element's error over its bound.
+    flat = {"a": a, "r": r, **{f"b:{b}": x for b, x in base.items()}}
+    flat |= {} if terms is None else {"t": terms}
+    flat |= {f"x:{k}": v for k, v in extra.items()}
+    flat = {k: v.reshape(-1) for k, v in flat.items()}
+    n = r.size
+    chunks = [slice(i, min(n, i + COMPARE_CHUNK)) for i in range(0, n, COMPARE_CHUNK)] or [
+        slice(0, 0)
+    ]
+    errors = dict.fromkeys(base, 0.0)
+    nan_count = misses = 0
+    first_bad = None
+    rel = 0.0
+    for c in chunks:
+        ck = _Chunk(name, {k: v[c] for k, v in flat.items()}, base)
+        nan_count += ck.nan_count
+        misses += ck.misses
+        if first_bad is None and ck.bad.any():
+            first_bad = c.start + int(np.argmax(ck.bad))
+        for b, e in ck.baseline_errors().items():
+            errors[b] = max(errors[b], e)
+        rel = max(rel, ck.rel_err())
     worst_baseline = max(errors, key=errors.__getitem__)
     baseline = errors[worst_baseline]
-    terms = np.zeros(r.shape)
-    if term_sums is not None:
-        terms = U32 * np.asarray(term_sums, dtype=np.float64)
-        if terms.shape != r.shape or not np.isfinite(terms[compared]).all():
-            raise ValueError(f"{name}: term_sums {terms.shape} not finite where ref64 {r.shape} is")
-    bounds = _bounds(factor, baseline, terms, floor)
-    extra = {
-        k: np.broadcast_to(np.asarray(v, np.float64), r.shape)
-        for k, v in (allowances or {}).items()
-    }
-    for v in extra.values():
-        bounds = bounds + np.where(compared, v, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.where(err > 0, err / bounds, 0.0)  # a 0 bound is met by 0 error only
-    if bad.any():  # report the first failing element, CTS style
-        worst, max_abs, ratio = np.argwhere(bad)[0], float("inf"), float("inf")
+
+    max_abs, ratio, best = 0.0, 0.0, None  # best: (flat index, its bound) of the largest ratio
+    for c in chunks:
+        ck = _Chunk(name, {k: v[c] for k, v in flat.items()}, base)
+        bounds = _bounds(factor, baseline, ck.term_err(), floor)
+        for k in extra:
+            bounds = bounds + np.where(ck.compared, ck.vals[f"x:{k}"].astype(np.float64), 0.0)
+        err = ck.err()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = np.where(err > 0, err / bounds, 0.0)  # a 0 bound is met by 0 error only
+        if ratios.size:
+            i = int(np.argmax(ratios))
+            if best is None or ratios[i] > ratio:
+                ratio, best = float(ratios[i]), c.start + i
+            max_abs = max(max_abs, float(err.max()))
+
+    if first_bad is not None:  # report the first failing element, CTS style
+        worst_flat, max_abs, ratio = first_bad, float("inf"), float("inf")
     else:
-        worst = np.unravel_index(np.argmax(ratios), err.shape) if err.size else None
-        max_abs, ratio = float(err.max(initial=0.0)), float(ratios.max(initial=0.0))
-    rel = float((err / np.where(compared, np.maximum(np.abs(r), _TINY), 1.0)).max(initial=0.0))
-    idx = None if worst is None else tuple(int(i) for i in worst)
+        worst_flat = best
+    idx = None if worst_flat is None else np.unravel_index(worst_flat, r.shape)
+    idx = None if idx is None else tuple(int(i) for i in idx)
     # The worst element's own bound; where no element errs, none mattered: the baselines'.
     own = idx is not None and max_abs > 0
+    t_err = U32 * float(flat["t"][worst_flat]) if own and terms is not None else 0.0
+    at = {k: float(flat[f"x:{k}"][worst_flat]) for k in extra} if own else {}
+    if own:
+        there = float(r[idx])
+        compared_there = np.isfinite(there) and not (name == "lse" and there >= LSE_SENTINEL_MIN)
+        added = sum(at.values()) if compared_there else 0.0
+        bound = float(np.maximum(baseline, t_err)) * factor + floor + added
+    else:
+        bound = factor * baseline + floor
     return Report(
         name=name,
-        passed=not bad.any() and ratio <= 1.0,
+        passed=first_bad is None and ratio <= 1.0,
         max_abs_err=max_abs,
         max_rel_err=rel,
         baseline_err=baseline,
         factor=factor,
         floor=floor,
-        bound=float(bounds[idx]) if own else factor * baseline + floor,
+        bound=float(bound),
         ratio=ratio,
         worst_index=idx,
         expected=None if idx is None else float(r[idx]),
@@ -241,9 +253,72 @@ def judge(
         nan_count=nan_count,
         sentinel_misses=misses,
         baseline=worst_baseline,
-        term_err=float(terms[idx]) if own else 0.0,
-        allowances={k: float(v[idx]) for k, v in extra.items()} if own else {},
+        term_err=t_err,
+        allowances=at,
     )
+
+
+# Elements judged at a time: the comparison's float64 temporaries are this many each.
+COMPARE_CHUNK = 1 << 18
+
+
+class _Chunk:
+    """One chunk of an output's comparison: which elements are compared, which are bad
+    (non-finite where the reference is finite, or not the reference's inf / NaN, or an
+    empty LSE row missed), and the errors."""
+
+    def __init__(self, name: str, vals: dict[str, np.ndarray], base: Mapping[str, object]):
+        self.vals, self.base = vals, base
+        a = vals["a"].astype(np.float64)
+        r = vals["r"].astype(np.float64)
+        self.a, self.r = a, r
+        compared = np.isfinite(r)
+        # Where ref is inf / NaN, actual must be the same thing.
+        bad = ~compared & ~((a == r) | (np.isnan(a) & np.isnan(r)))
+        missed = np.zeros(r.shape, dtype=bool)
+        if name == "lse":
+            empty = r >= LSE_SENTINEL_MIN
+            missed = empty & ~(a >= LSE_SENTINEL_MIN)  # NaN misses too
+            for b in base:  # else that baseline's error would be ~3e38
+                if ((vals[f"b:{b}"] >= LSE_SENTINEL_MIN) != empty).any():
+                    raise ValueError(
+                        f"{name}: baseline {b} and ref64 disagree on which rows are empty"
+                    )
+            compared &= ~empty
+            bad &= ~empty
+        bad |= compared & ~np.isfinite(a)
+        self.nan_count = int(np.count_nonzero(bad))
+        self.misses = int(np.count_nonzero(missed))
+        self.bad = bad | missed
+        self.compared = compared
+        self.name = name
+        if "t" in vals and not np.isfinite(vals["t"].astype(np.float64)[compared]).all():
+            raise ValueError(f"{name}: term_sums not finite where ref64 is")
+
+    def baseline_errors(self) -> dict[str, float]:
+        out = {}
+        with np.errstate(invalid="ignore", over="ignore"):
+            for b in self.base:
+                x = self.vals[f"b:{b}"].astype(np.float64)
+                e = np.where(self.compared, np.abs(x - self.r), 0.0)
+                if not np.isfinite(e).all():
+                    raise ValueError(f"{self.name}: baseline {b} is not finite where ref64 is")
+                out[b] = float(e.max(initial=0.0))
+        return out
+
+    def err(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.where(self.compared & ~self.bad, np.abs(self.a - self.r), 0.0)
+
+    def rel_err(self) -> float:
+        e = self.err()
+        scale = np.where(self.compared, np.maximum(np.abs(self.r), _TINY), 1.0)
+        return float((e / scale).max(initial=0.0))
+
+    def term_err(self) -> np.ndarray | float:
+        if "t" not in self.vals:
+            return 0.0
+        return U32 * self.vals["t"].astype(np.float64)
 
 
 def _bounds(factor: float, baseline: float, terms: np.ndarray, floor: float) -> np.ndarray:
