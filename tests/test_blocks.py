@@ -120,3 +120,49 @@ def test_bench_judge_reports_each_part(tmp_path, capsys) -> None:  # type: ignor
     with pytest.raises(SystemExit):
         bench_judge.main(["--heads", "4", "--kv-heads", "3"])
     assert "--heads 4 is not a multiple of --kv-heads 3" in capsys.readouterr().err
+
+
+def test_equal_sequences_of_a_variable_length_batch_are_judged_together_as_one_by_one() -> None:
+    # Runs of consecutive sequences of the same lengths go to the references as one dense
+    # batch (verdict._per_sequence); each must come out as it does alone, with its own place
+    # in the dropout hash, its own ALiBi slopes and its own causal offset.
+    from py_harness.config import AttentionConfig, cu_seqlens
+    from py_harness.host.judge import verdict
+
+    lens_q, lens_k = [5, 5, 5, 0, 3, 3, 4], [7, 7, 7, 2, 4, 4, 4]
+    cfg = AttentionConfig(
+        batch=len(lens_q),
+        seq_q=max(lens_q),
+        seq_k=max(lens_k),
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=6,
+        causal=True,
+        dropout_p=0.3,
+        seed=5,
+        cu_seqlens_q=cu_seqlens(lens_q),
+        cu_seqlens_k=cu_seqlens(lens_k),
+    )
+    rng = np.random.default_rng(3)
+    shapes = cfg.shapes()
+    x = {n: rng.standard_normal(shapes[n], dtype=np.float32) for n in ("q", "k", "v", "d_out")}
+    x["alibi_slopes"] = rng.uniform(0, 0.5, (len(lens_q), 4)).astype(np.float32)
+    ref = verdict.references(cfg, x, np.float64)
+    seq = verdict.sequential(cfg, x)
+    for b, (q0, len_q, k0, len_k) in enumerate(cfg.sequences()):
+        if not (len_q and len_k):
+            continue
+        one = cfg.dense_sequence(len_q, len_k)
+        xb = {n: x[n][q0 : q0 + len_q][None] for n in ("q", "d_out")}
+        xb |= {n: x[n][k0 : k0 + len_k][None] for n in ("k", "v")}
+        kw = verdict._kwargs(one, x) | {"alibi_slopes": x["alibi_slopes"][b], "dropout_batch0": b}
+        alone64 = reference.attention_blocks(*(xb[n] for n in ("q", "k", "v", "d_out")), **kw)
+        alone32 = attention_seq32(*(xb[n] for n in ("q", "k", "v", "d_out")), **kw)
+        for name, rows in (("o", slice(q0, q0 + len_q)), ("dq", slice(q0, q0 + len_q))):
+            np.testing.assert_allclose(ref[name][rows], alone64[name][0], rtol=1e-12, atol=1e-14)
+            assert np.array_equal(seq[name][rows], alone32[name][0]), (b, name)
+        for name in ("dk", "dv"):
+            keys = slice(k0, k0 + len_k)
+            np.testing.assert_allclose(ref[name][keys], alone64[name][0], rtol=1e-12, atol=1e-14)
+            assert np.array_equal(seq[name][keys], alone32[name][0]), (b, name)
+        assert np.array_equal(seq["lse"][:, q0 : q0 + len_q], alone32["lse"][0]), b

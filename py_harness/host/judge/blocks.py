@@ -14,11 +14,13 @@ ALiBi slopes [H] or [B, H]. Host-only module; nothing that runs in Pyodide impor
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -70,11 +72,11 @@ class Pairs:
     p1: int
     shape: Shape
 
-    @property
+    @cached_property
     def batch(self) -> NDArray[np.intp]:
         return np.arange(self.p0, self.p1) // self.shape.hkv
 
-    @property
+    @cached_property
     def kv_head(self) -> NDArray[np.intp]:
         return np.arange(self.p0, self.p1) % self.shape.hkv
 
@@ -92,7 +94,7 @@ class Block:
     q0: int
     q1: int
 
-    @property
+    @cached_property
     def head(self) -> NDArray[np.intp]:
         """Each pair's query head: [pairs]."""
         return self.pairs.kv_head * self.pairs.shape.group + self.r
@@ -159,13 +161,15 @@ def pipelined[T](
     The references put what is row-local in `first` and their sums over rows, whose order
     is part of the result, in `then`."""
     workers = WORKERS or os.cpu_count() or 1
-    if workers <= 1:
-        for item in items:
+    items = iter(items)
+    head = list(itertools.islice(items, 2))
+    if workers <= 1 or len(head) < 2:  # one block: threads would cost more than they save
+        for item in itertools.chain(head, items):
             then(first(item))
         return
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pending: deque = deque()
-        for item in items:
+        for item in itertools.chain(head, items):
             pending.append(pool.submit(first, item))
             if len(pending) > workers:
                 then(pending.popleft().result())

@@ -135,8 +135,10 @@ def seq_matmul(
                 acc += open_
                 open_[...] = 0
 
-    jobs = [_POOL.submit(block, i, m0) for i in range(total.shape[0]) for m0 in range(0, m, rows)]
-    for job in jobs:
+    work = [(i, m0) for i in range(total.shape[0]) for m0 in range(0, m, rows)]
+    if len(work) == 1:  # one block: handing it to a thread would cost more than it does
+        block(*work[0])
+    for job in [_POOL.submit(block, *w) for w in work] if len(work) > 1 else []:
         job.result()
     if flip:
         run.total.reshape(-1, n, m)[...] = total.swapaxes(1, 2)

@@ -95,38 +95,54 @@ def _per_sequence(
     dtype: type,
     names: tuple[str, ...] = OUTPUTS,
 ) -> Outputs:
-    """run(kwargs, x) on the whole batch; for a variable-length batch, on each sequence as a
-    dense batch of one (its own causal offset, ALiBi slopes and place in the dropout hash)
-    with the results packed back: o, dq [total_q, H, D], lse [H, total_q], dk, dv
-    [total_k, Hkv, D] (and the term sums t_o, t_dq, t_dk, t_dv where run gives them). A
-    sequence without queries or keys has nothing to compute: its rows keep O = 0, LSE =
-    EMPTY_LSE and zero gradients."""
+    """run(kwargs, x) on the whole batch; for a variable-length batch, on each run of
+    consecutive sequences of the same lengths as a dense batch (their own causal offset,
+    ALiBi slopes and places in the dropout hash), with the results packed back: o, dq
+    [total_q, H, D], lse [H, total_q], dk, dv [total_k, Hkv, D] (and the term sums t_o,
+    t_dq, t_dk, t_dv where run gives them). A sequence without queries or keys has nothing
+    to compute: its rows keep O = 0, LSE = EMPTY_LSE and zero gradients."""
     if not cfg.varlen:
         return run(_kwargs(cfg, x), x)
     shapes = cfg.shapes()
     out = {n: np.zeros(shapes[n.removeprefix("t_")], dtype) for n in names}
     out["lse"][:] = reference.EMPTY_LSE
     slopes = x.get("alibi_slopes")
-    for b, (q0, len_q, k0, len_k) in enumerate(cfg.sequences()):
-        if not (len_q and len_k):
-            continue
-        rows, keys = slice(q0, q0 + len_q), slice(k0, k0 + len_k)
-        xb = {n: x[n][rows][None] for n in ("q", "d_out")}
-        xb |= {n: x[n][keys][None] for n in ("k", "v")}
+    for b, n_seq, (q0, len_q, k0, len_k) in _runs(cfg):
+        rows, keys = slice(q0, q0 + n_seq * len_q), slice(k0, k0 + n_seq * len_k)
+        xb = {n: _stacked(x[n][rows], n_seq) for n in ("q", "d_out")}
+        xb |= {n: _stacked(x[n][keys], n_seq) for n in ("k", "v")}
         kwb = _kwargs(cfg.dense_sequence(len_q, len_k), x) | {
             # [H] slopes serve every sequence; [B, H] ones a row each
-            "alibi_slopes": slopes if slopes is None or slopes.ndim == 1 else slopes[b],
+            "alibi_slopes": slopes if slopes is None or slopes.ndim == 1 else slopes[b : b + n_seq],
             "dropout_batch0": b,
         }
-        r = run(kwb, xb)
-        for n, a in r.items():
+        for n, a in run(kwb, xb).items():
             if n in _QUERY_ROWS:
-                out[n][rows] = a[0]
+                out[n][rows] = a.reshape(-1, *a.shape[2:])
             elif n in _KEY_ROWS:
-                out[n][keys] = a[0]
-            else:
-                out[n][:, rows] = a[0]
+                out[n][keys] = a.reshape(-1, *a.shape[2:])
+            else:  # the LSE, [sequences, H, len_q]
+                out[n][:, rows] = a.transpose(1, 0, 2).reshape(a.shape[1], -1)
     return out
+
+
+def _runs(cfg: AttentionConfig) -> list[tuple[int, int, tuple[int, int, int, int]]]:
+    """(first sequence, how many, its (q0, len_q, k0, len_k)) for each run of consecutive
+    sequences with the same lengths, both above 0: one dense batch each."""
+    runs: list[tuple[int, int, tuple[int, int, int, int]]] = []
+    for b, seq in enumerate(cfg.sequences()):
+        if not (seq[1] and seq[3]):
+            continue
+        if runs and runs[-1][0] + runs[-1][1] == b and runs[-1][2][1::2] == seq[1::2]:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1, runs[-1][2])
+        else:
+            runs.append((b, 1, seq))
+    return runs
+
+
+def _stacked(packed: np.ndarray, n_seq: int) -> np.ndarray:
+    """[n_seq * S, H, D] rows of consecutive sequences -> [n_seq, S, H, D]."""
+    return packed.reshape(n_seq, -1, *packed.shape[1:])
 
 
 def references(
