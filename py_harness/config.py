@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import MISSING, asdict, dataclass, replace
 
 # The largest head_dim any variant may declare (Variant.max_head_dim): FlashAttention-2's.
 # The seed's kernels hold a row in array<vec4<f32>, 32> registers (variant.SEED_MAX_HEAD_DIM).
@@ -142,11 +142,17 @@ class AttentionConfig:
         d = dict(d)
         for name in _SHAPE_FIELDS:
             if d.get(name) is not None:
+                if not isinstance(d[name], list | tuple):
+                    raise ConfigError(name, f"must be an array of ints, got {_shown(d[name])}")
                 d[name] = tuple(d[name])
         known = set(cls.__dataclass_fields__)
         unknown = set(d) - known
         if unknown:
             raise ConfigError(sorted(unknown)[0], f"unknown argument (known: {sorted(known)})")
+        fields = cls.__dataclass_fields__.values()
+        missing = [f.name for f in fields if f.name not in d and f.default is MISSING]
+        if missing:
+            raise ConfigError(missing[0], f"is missing (required: {', '.join(missing)})")
         return cls(**d)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -263,19 +269,34 @@ def validate(cfg: AttentionConfig) -> None:
     ):
         raise ConfigError("softcap", f"must be a finite float >= 0 (0: off), got {cap!r}")
     _int("seed", cfg.seed, 0, U32_MAX)
+    # The kernels get dropout_p, scale and softcap as float32: each must still be what it
+    # says there (0.9999999999 is 1.0 in float32, 1e300 is inf, 1e-50 is 0).
     p = cfg.dropout_p
-    if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p < 1.0:
-        raise ConfigError("dropout_p", f"must be a float in [0, 1), got {p!r}")
-    if cfg.scale is not None and not (
-        isinstance(cfg.scale, int | float) and math.isfinite(cfg.scale) and cfg.scale > 0
+    if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= _f32(p) < 1.0:
+        raise ConfigError("dropout_p", f"must be a float in [0, 1) as float32, got {p!r}")
+    scale = cfg.scale
+    if scale is not None and not (
+        isinstance(scale, int | float)
+        and not isinstance(scale, bool)
+        and math.isfinite(_f32(scale))
+        and _f32(scale) > 0
     ):
-        raise ConfigError("scale", f"must be a finite float > 0 or None, got {cfg.scale!r}")
+        raise ConfigError(
+            "scale", f"must be a float > 0 and finite as float32, or None; got {scale!r}"
+        )
+    if math.isinf(_f32(cap)):
+        raise ConfigError("softcap", f"must be finite as float32, got {cap!r}")
     if cfg.mask_shape is not None:
         _validate_mask_shape(cfg)
     if cfg.alibi_shape is not None:
         _validate_alibi_shape(cfg)
     if cfg.cu_seqlens_q is not None or cfg.cu_seqlens_k is not None:
         _validate_varlen(cfg)
+
+
+def _f32(x: float) -> float:
+    """x rounded to float32 (inf past its range)."""
+    return array("f", [x])[0]
 
 
 def _validate_cu(name: str, cu: object, batch: int) -> int:

@@ -312,3 +312,125 @@ def request_with_headers(base_url: str, path: str, body: bytes) -> tuple[int, di
         return resp.status, dict(resp.getheaders()), resp.read()
     finally:
         conn.close()
+
+
+def _judge_body(**config: Any) -> dict[str, Any]:
+    x = small_inputs()
+    outputs = {n: b64(np.zeros(s, np.float32)) for n, s in CFG.shapes().items() if n in OUTPUTS}
+    return {
+        "config": CFG.to_dict() | config,
+        "inputs": {n: b64(a) for n, a in x.items()},
+        "outputs": outputs,
+    }
+
+
+def _case_body(**reply: Any) -> dict[str, Any]:
+    shapes = SMOKE[0].config().shapes()
+    outputs = {n: b64(np.zeros(shapes[n], np.float32)) for n in OUTPUTS}
+    return {"case": SMOKE[0].id, "reply": {"outputs": outputs} | reply}
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    inner: dict[str, Any] = {}
+    for _ in range(depth):
+        inner = {"a": inner}
+    return inner
+
+
+HUGE = {n: b64(np.full(a.shape, 3.4e38, np.float32)) for n, a in small_inputs().items()}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "words"),
+    [
+        pytest.param(
+            "/api/judge",
+            _judge_body(scale=1e300),
+            400,
+            "scale: must be a float > 0 and finite",
+            id="scale-1e300",
+        ),
+        pytest.param(
+            "/api/judge",
+            _judge_body(scale=1e-50),
+            400,
+            "scale: must be a float > 0 and finite",
+            id="scale-1e-50",
+        ),
+        pytest.param(
+            "/api/judge",
+            _judge_body(dropout_p=0.9999999999),
+            400,
+            "dropout_p: must be a float in",
+            id="dropout-rounds-to-1",
+        ),
+        pytest.param(
+            "/api/judge",
+            _judge_body(softcap=1e39),
+            400,
+            "softcap: must be finite as float32",
+            id="softcap-1e39",
+        ),
+        pytest.param(
+            "/api/judge",
+            _judge_body() | {"inputs": HUGE},
+            422,
+            "inputs: o: baseline",
+            id="inputs-3.4e38",
+        ),
+        pytest.param(
+            "/api/judge",
+            {"config": {}, "inputs": {}, "outputs": {}},
+            400,
+            "batch: is missing",
+            id="config-empty",
+        ),
+        pytest.param(
+            "/api/judge",
+            _judge_body(mask_shape=5),
+            400,
+            "mask_shape: must be an array of ints",
+            id="mask-shape-int",
+        ),
+        pytest.param(
+            "/api/judge_case",
+            _case_body(timings_ms=_nested(900)),
+            400,
+            "reply.timings_ms: must",
+            id="timings-nested-900",
+        ),
+        pytest.param(
+            "/api/judge_case",
+            _case_body(backward_digests=5),
+            400,
+            "reply.backward_digests",
+            id="digests-int",
+        ),
+        pytest.param(
+            "/api/judge_case",
+            _case_body(backward_digests=[1, 1]),
+            400,
+            "reply.backward_digests",
+            id="digests-ints",
+        ),
+        pytest.param(
+            "/api/judge_case",
+            _case_body(backward_digests={"a": 1}),
+            400,
+            "reply.backward_digests",
+            id="digests-object",
+        ),
+        pytest.param(
+            "/api/judge_case",
+            {"case": SMOKE[0].id, "reply": {"outputs": {}}},
+            400,
+            "outputs.o",
+            id="outputs-empty",
+        ),
+    ],
+)
+def test_inputs_that_reached_a_500_are_refused_naming_the_argument(
+    path: str, body: dict[str, Any], status: int, words: str
+) -> None:
+    got_status, got = api.handle("POST", path, "", json.dumps(body).encode(), limits=api.Limits())
+    assert (got_status, words) == (status, words) and words in json.loads(got)["error"]

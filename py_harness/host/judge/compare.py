@@ -65,6 +65,12 @@ _TINY = float(np.finfo(np.float32).tiny)  # denominator guard for relative error
 U32 = 2.0**-24  # float32's unit roundoff
 
 
+class BaselineOverflow(ValueError):
+    """An honest float32 computation overflowed where the float64 reference did not: the
+    inputs are outside float32's range for attention (scores past 3.4e38, say), so no
+    float32 kernel can be judged on them."""
+
+
 @dataclass
 class Report:
     """Outcome of one comparison; str() gives a one-line summary."""
@@ -302,7 +308,10 @@ class _Chunk:
                 x = self.vals[f"b:{b}"].astype(np.float64)
                 e = np.where(self.compared, np.abs(x - self.r), 0.0)
                 if not np.isfinite(e).all():
-                    raise ValueError(f"{self.name}: baseline {b} is not finite where ref64 is")
+                    raise BaselineOverflow(
+                        f"{self.name}: baseline {b} is not finite where ref64 is (the inputs "
+                        "are past what float32 can compute this with)"
+                    )
                 out[b] = float(e.max(initial=0.0))
         return out
 

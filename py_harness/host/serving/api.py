@@ -43,6 +43,7 @@ from ...config import (
 from ...gpu.device import REQUIRED_LIMITS
 from ...kernels import DEFAULT_VARIANT, VARIANTS
 from ..judge.cases import CASES, SMOKE, Case, by_id
+from ..judge.compare import BaselineOverflow
 from ..judge.inputs import judge_case, make_inputs
 from ..judge.limitations import Coverage, case_coverage, coverage
 from ..judge.report import outcome
@@ -159,7 +160,10 @@ def judge(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
         raise ConfigError("o", "is missing from the outputs")
     t0 = time.perf_counter()
     bounds: dict[str, np.ndarray] = {}
-    reports, ref64 = judge_outputs(cfg, x, got, bounds=bounds)
+    try:
+        reports, ref64 = judge_outputs(cfg, x, got, bounds=bounds)
+    except BaselineOverflow as exc:
+        raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, f"inputs: {exc}") from None
     reference_ms = (time.perf_counter() - t0) * 1e3
     passed = bool(reports) and all(r.passed for r in reports)
     covered = coverage(variant, adapter, cfg)
@@ -196,6 +200,9 @@ def judge_matrix_case(request: dict[str, Any], limits: Limits) -> dict[str, Any]
     runtime = _field(request, "runtime", str, "browser")
     adapter = _field(request, "adapter", str, "")
     arrays = decode_outputs(case.config(), _tensors(reply, "outputs"))
+    if "o" not in arrays:
+        raise ConfigError("reply.outputs.o", "is missing")
+    _reply_extras(reply)
     x = make_inputs(case)
     result = judge_case(case, x, dict(reply, arrays=arrays), runtime=runtime, variant=variant)
     covered = case_coverage(variant, adapter, case)
@@ -203,6 +210,19 @@ def judge_matrix_case(request: dict[str, Any], limits: Limits) -> dict[str, Any]
     out["status"] = outcome([result], covered).status
     out["covered"] = _covered(covered)
     return out
+
+
+def _reply_extras(reply: dict[str, Any]) -> None:
+    """What judge_case reads from a run_case reply besides its outputs, as run_case writes
+    it: timings_ms an object of numbers, backward_digests an array of hex strings."""
+    timings = reply.get("timings_ms", {})
+    if not isinstance(timings, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in timings.values()
+    ):
+        raise ConfigError("reply.timings_ms", "must be an object of numbers (milliseconds)")
+    digests = reply.get("backward_digests", [])
+    if not isinstance(digests, list) or not all(isinstance(d, str) for d in digests):
+        raise ConfigError("reply.backward_digests", "must be an array of sha256 hex strings")
 
 
 def _affordable(cfg: AttentionConfig, limits: Limits) -> None:
