@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -434,3 +435,30 @@ def test_inputs_that_reached_a_500_are_refused_naming_the_argument(
 ) -> None:
     got_status, got = api.handle("POST", path, "", json.dumps(body).encode(), limits=api.Limits())
     assert (got_status, words) == (status, words) and words in json.loads(got)["error"]
+
+
+def test_api_methods_say_what_is_allowed_and_head_is_get(base_url: str) -> None:
+    host, port = base_url.removeprefix("http://").rsplit(":", 1)
+    for method, path, status, allow in (
+        ("POST", "/api/info", 405, "GET, HEAD"),
+        ("GET", "/api/judge", 405, "POST"),
+        ("HEAD", "/api/info", 200, None),
+        ("HEAD", f"/api/inputs?case={SMOKE[0].id}", 200, None),
+    ):
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        body = b"{}" if method == "POST" else None
+        conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        assert (resp.status, resp.getheader("Allow")) == (status, allow), (method, path)
+        if method == "HEAD":
+            assert data == b"" and int(resp.getheader("Content-Length")) > 0
+
+
+def test_http_versions_past_1_1_get_505(base_url: str) -> None:
+    host, port = base_url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"GET /api/info HTTP/2.0\r\nHost: {host}\r\n\r\n".encode())
+        head = sock.recv(4096).split(b"\r\n", 1)[0]
+    assert head.startswith(b"HTTP/1.1 505")

@@ -64,21 +64,36 @@ class ApiError(Exception):
 COSTLY = frozenset({"/api/judge", "/api/judge_case"})
 
 
+# Each endpoint's method; a GET endpoint answers HEAD too (the server sends no body).
+METHODS = {
+    "/api/info": "GET",
+    "/api/cases": "GET",
+    "/api/inputs": "GET",
+    "/api/judge": "POST",
+    "/api/judge_case": "POST",
+}
+
+
+def allowed(path: str) -> bytes:
+    """The Allow header of a 405 at an /api/ path."""
+    return b"GET, HEAD" if METHODS.get(path) == "GET" else b"POST"
+
+
 def handle(method: str, path: str, query: str, body: bytes, *, limits: Limits) -> tuple[int, bytes]:
     """One request -> (HTTP status, JSON body). Refusals are 4xx with {"error"}; anything else
     raised is a harness bug, which the server logs and answers 500."""
     routes = {
-        "/api/info": ("GET", lambda: info(limits)),
-        "/api/cases": ("GET", lambda: cases(**_one_each(query, "set", "variant", "adapter"))),
-        "/api/inputs": ("GET", lambda: inputs(**_one_each(query, "case"))),
-        "/api/judge": ("POST", lambda: judge(_body(body), limits)),
-        "/api/judge_case": ("POST", lambda: judge_matrix_case(_body(body), limits)),
+        "/api/info": lambda: info(limits),
+        "/api/cases": lambda: cases(**_one_each(query, "set", "variant", "adapter")),
+        "/api/inputs": lambda: inputs(**_one_each(query, "case")),
+        "/api/judge": lambda: judge(_body(body), limits),
+        "/api/judge_case": lambda: judge_matrix_case(_body(body), limits),
     }
     try:
         if path not in routes:
             raise ApiError(HTTPStatus.NOT_FOUND, f"no endpoint {path}; known: {', '.join(routes)}")
-        want, action = routes[path]
-        if method != want:
+        want, action = METHODS[path], routes[path]
+        if method != want and not (method == "HEAD" and want == "GET"):
             raise ApiError(HTTPStatus.METHOD_NOT_ALLOWED, f"{path} takes {want}, not {method}")
         return HTTPStatus.OK, _dumps(action())
     except ApiError as exc:

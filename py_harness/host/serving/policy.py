@@ -69,6 +69,12 @@ def check_head(
 ) -> Reply | None:
     """A refusal for anything wrong with the request's head, or None. reply_room: the
     bytes an /exchange/ reply slot takes at a path (None: no empty slot there)."""
+    if request.http_version not in (b"1.0", b"1.1"):
+        return error(
+            505,
+            f"HTTP/{request.http_version.decode('latin-1')[:10]} is not served; use HTTP/1.1",
+            close=True,
+        )
     if len(request.target) > MAX_TARGET:
         return error(414, f"request target over {MAX_TARGET} bytes", close=True)
     if len(request.headers) > MAX_HEADERS:

@@ -277,6 +277,8 @@ class HarnessServer:
             except Exception:  # a harness bug: logged here, never sent to the page
                 traceback.print_exc(file=sys.stderr)
                 return error(500, "the server failed on this request (its log has the traceback)")
+            if status == HTTPStatus.METHOD_NOT_ALLOWED:
+                return Reply(status, payload, headers=[(b"Allow", api.allowed(path))])
             return Reply(status, payload)
 
         if path not in api.COSTLY:
