@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -238,3 +239,36 @@ def test_idle_keepalive_connection_is_closed(
     assert complete and reply.status == 200, got[:300]
     assert closed is not None, "kept-alive idle connection still open after 6 s"
     assert closed <= CLOSED_AFTER[1], closed
+
+
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_clients_that_never_read_hold_a_chunk_each_not_the_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Twenty clients ask for a 16 MiB file and read nothing: before, each held its own copy
+    # of the file in the server's send buffer (20 x 16 MiB); now they share one copy and
+    # each holds a chunk, and each is cut off once it takes no chunk within the timeout.
+    (tmp_path / "big.whl").write_bytes(bytes(range(256)) * (16 << 12))
+    srv, url = server.start_server(routes={"dist": tmp_path}, timeout=TIMEOUT)
+    try:
+        addr = address(url)
+        before = _rss_mib()
+        socks = []
+        for _ in range(20):
+            s = socket.create_connection(addr)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(f"GET /dist/big.whl HTTP/1.1\r\nHost: {addr[0]}\r\n\r\n".encode())
+            socks.append(s)
+        time.sleep(1.0)
+        grown = _rss_mib() - before
+        assert grown < 100, f"server memory grew {grown:.0f} MiB for 20 stalled clients"
+        time.sleep(TIMEOUT * 2)  # past the timeout: every stalled connection is cut off
+        assert srv._open == 0, f"{srv._open} stalled connections still held"
+        for s in socks:
+            s.close()
+    finally:
+        server.stop(srv)

@@ -88,6 +88,7 @@ class HarnessServer:
             names.add(host.lower())
         self.allowed_hosts = frozenset(names)
         self.exchange = exchange.Exchange()
+        self._files = FileCache()
         self.loop = asyncio.new_event_loop()
         self._stopped = threading.Event()
         self.serving = threading.Event()  # set once connections are accepted
@@ -116,6 +117,7 @@ class HarnessServer:
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
         self._reference = asyncio.Semaphore(1)
+        self._open = 0  # connections being served
         srv = await asyncio.start_server(self._connection, sock=self.socket)
         self.serving.set()
         async with srv:
@@ -127,13 +129,20 @@ class HarnessServer:
     # ---- one connection: requests until close, error or deadline ------------------------------
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._open >= MAX_CONNECTIONS:  # each holds buffers: their number is bounded
+            writer.transport.abort()
+            return
+        self._open += 1
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         try:
             while await self._exchange(conn, reader, writer):
                 conn.start_next_cycle()
-        except (ConnectionError, TimeoutError, asyncio.CancelledError, h11.LocalProtocolError):
-            pass  # the client left, stopped reading, or the server is stopping
+        except TimeoutError:  # stopped reading: close() would wait for it to drain
+            writer.transport.abort()
+        except (ConnectionError, asyncio.CancelledError, h11.LocalProtocolError):
+            pass  # the client left, or the server is stopping
         finally:
+            self._open -= 1
             writer.close()
 
     async def _exchange(
@@ -260,7 +269,7 @@ class HarnessServer:
         if path is None:
             return error(status, f"{HTTPStatus(status).phrase}: {raw[:200]}")
         try:
-            data = await self.loop.run_in_executor(None, path.read_bytes)
+            data = await self.loop.run_in_executor(None, self._files.read, path)
         except OSError:
             return error(404, f"Not Found: {raw[:200]}")
         return Reply(200, data, content_type(path), cache=CACHE_CONTROL.get(route, NO_STORE))
@@ -315,11 +324,42 @@ class HarnessServer:
         writer.write(
             conn.send(h11.Response(status_code=reply.status, headers=headers, reason=reason))
         )
-        if reply.body and not head:
-            writer.write(conn.send(h11.Data(data=reply.body)))
+        # The body in chunks, each waiting for the client to take the one before: a client
+        # that stops reading holds a chunk of the server's memory, not the whole body, and
+        # one that takes no chunk within the timeout is cut off (_connection aborts).
+        body = memoryview(reply.body if not head else b"")
+        for at in range(0, len(body), SEND_CHUNK):
+            writer.write(conn.send(h11.Data(data=body[at : at + SEND_CHUNK])))
+            await asyncio.wait_for(writer.drain(), self.limits.timeout)
         writer.write(conn.send(h11.EndOfMessage()))
-        # A client that stops reading must not hold the connection forever either.
-        await asyncio.wait_for(writer.drain(), self.limits.timeout + len(reply.body) / 2**20)
+        await asyncio.wait_for(writer.drain(), self.limits.timeout)
+
+
+# Bytes written before waiting for the client to take them (_send).
+SEND_CHUNK = 256 << 10
+# Connections served at once; more are closed at once (each holds up to a chunk or two).
+MAX_CONNECTIONS = 256
+
+
+class FileCache:
+    """The served files' bytes, one copy each, read again when a file changes: forty
+    clients asking for the same 31 MB snapshot share it."""
+
+    def __init__(self) -> None:
+        self._held: dict[Path, tuple[tuple[int, int], bytes]] = {}
+        self._lock = threading.Lock()
+
+    def read(self, path: Path) -> bytes:
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+        with self._lock:
+            held = self._held.get(path)
+            if held is not None and held[0] == stamp:
+                return held[1]
+        data = path.read_bytes()
+        with self._lock:
+            self._held[path] = (stamp, data)
+        return data
 
 
 def start_server(
