@@ -422,6 +422,13 @@ HUGE = {n: b64(np.full(a.shape, 3.4e38, np.float32)) for n, a in small_inputs().
             id="digests-object",
         ),
         pytest.param(
+            "/api/judge",
+            {"pad": [{}] * 10_001, "config": 1},
+            400,
+            "JSON objects or arrays, at most 10000",
+            id="json-amplification",
+        ),
+        pytest.param(
             "/api/judge_case",
             {"case": SMOKE[0].id, "reply": {"outputs": {}}},
             400,
@@ -462,3 +469,50 @@ def test_http_versions_past_1_1_get_505(base_url: str) -> None:
         sock.sendall(f"GET /api/info HTTP/2.0\r\nHost: {host}\r\n\r\n".encode())
         head = sock.recv(4096).split(b"\r\n", 1)[0]
     assert head.startswith(b"HTTP/1.1 505")
+
+
+def test_bodies_wait_unread_for_their_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    # While one judgement runs, ten 30 MB judge requests arrive: none of their bodies is
+    # read before its turn (before, each was read into memory first, then queued), and each
+    # is told 503 once the wait is over.
+    def slow_judge(request: dict, limits: object) -> dict:
+        time.sleep(server.REFERENCE_WAIT + 2.0)
+        return {"judged": True}
+
+    def rss_mib() -> float:
+        status = open("/proc/self/status").read()  # noqa: SIM115
+        return int(status.split("VmRSS:")[1].split()[0]) / 1024
+
+    monkeypatch.setattr(api, "judge", slow_judge)
+    srv, url = server.start_server(port=0)
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    big = b'{"pad": "' + b"x" * (30 << 20) + b'"}'
+    head = (
+        f"POST /api/judge HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(big)}\r\n\r\n"
+    ).encode()
+
+    message = head + big  # one copy, shared by the ten clients (this process's memory too)
+
+    def send_all() -> bytes:
+        with socket.create_connection((host, int(port)), timeout=15) as s:
+            try:
+                s.sendall(message)  # blocks while the server does not read
+                return s.recv(4096).split(b"\r\n", 1)[0]
+            except (ConnectionResetError, BrokenPipeError, TimeoutError):
+                return b"reset"
+
+    try:
+        with ThreadPoolExecutor(11) as pool:
+            first = pool.submit(post, url, "/api/judge", {})
+            time.sleep(0.3)
+            before = rss_mib()
+            waiting = [pool.submit(send_all) for _ in range(10)]
+            time.sleep(1.5)
+            grown = rss_mib() - before
+            answers = [w.result() for w in waiting]
+            assert first.result() == (200, {"judged": True})
+    finally:
+        server.stop(srv)
+    assert grown < 60, f"the server grew {grown:.0f} MiB with ten bodies waiting"
+    assert all(a in (b"HTTP/1.1 503 Service Unavailable", b"reset", b"") for a in answers), answers

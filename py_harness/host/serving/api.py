@@ -1,7 +1,7 @@
 """The demo page's /api/ endpoints: the NumPy side of server.py.
 
 server.py imports this module on the first /api/ request (NumPy loads then) and runs the
-costly endpoints (COSTLY) one at a time. Judging reuses verdict.judge_outputs (and, for the
+costly endpoints (policy.COSTLY) one at a time. Judging reuses verdict.judge_outputs (and, for the
 case matrix, evaluate.judge_case itself), so the page's verdicts are the harness's verdicts.
 
     GET  /api/info                 max body size, limits the kernels need, variants
@@ -50,6 +50,7 @@ from ..judge.report import outcome
 from ..judge.verdict import judge_outputs
 from ..wire import decode_outputs, encode_tensors
 from .limits import Limits
+from .policy import METHODS
 
 JSON_TYPE = "application/json"
 
@@ -58,25 +59,6 @@ class ApiError(Exception):
     def __init__(self, status: HTTPStatus, message: str) -> None:
         super().__init__(message)
         self.status = status
-
-
-# The endpoints that compute a float64 reference: the server runs one at a time.
-COSTLY = frozenset({"/api/judge", "/api/judge_case"})
-
-
-# Each endpoint's method; a GET endpoint answers HEAD too (the server sends no body).
-METHODS = {
-    "/api/info": "GET",
-    "/api/cases": "GET",
-    "/api/inputs": "GET",
-    "/api/judge": "POST",
-    "/api/judge_case": "POST",
-}
-
-
-def allowed(path: str) -> bytes:
-    """The Allow header of a 405 at an /api/ path."""
-    return b"GET, HEAD" if METHODS.get(path) == "GET" else b"POST"
 
 
 def handle(method: str, path: str, query: str, body: bytes, *, limits: Limits) -> tuple[int, bytes]:
@@ -330,7 +312,19 @@ def _abs_error(actual: np.ndarray, ref: np.ndarray) -> np.ndarray:
         return np.abs(actual.astype(np.float64) - ref).astype(np.float32)
 
 
+# JSON objects and arrays a body may hold: a request is a few objects of base64 strings, and
+# each empty {} costs the parser some 100 bytes of Python objects (a 63 MiB body of them
+# took 1.7 GB to refuse).
+MAX_JSON_CONTAINERS = 10_000
+
+
 def _body(body: bytes) -> dict[str, Any]:
+    containers = body.count(b"{") + body.count(b"[")
+    if containers > MAX_JSON_CONTAINERS:
+        raise ApiError(
+            HTTPStatus.BAD_REQUEST,
+            f"body: {containers} JSON objects or arrays, at most {MAX_JSON_CONTAINERS}",
+        )
     try:
         request = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, ints over 4300 digits

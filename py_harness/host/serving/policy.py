@@ -61,6 +61,28 @@ def error(
     return Reply(status, body, headers=headers or [], close=close)
 
 
+# Each /api/ endpoint's method; a GET endpoint answers HEAD too (the server sends no body).
+METHODS = {
+    "/api/info": "GET",
+    "/api/cases": "GET",
+    "/api/inputs": "GET",
+    "/api/judge": "POST",
+    "/api/judge_case": "POST",
+}
+# The endpoints that compute a float64 reference: the server runs one at a time, and reads
+# a body for one only once its turn has come.
+COSTLY = frozenset({"/api/judge", "/api/judge_case"})
+
+
+# A body this small is read before a refusal; a larger one is refused unread, and closed.
+SMALL_BODY = 64 << 10
+
+
+def allowed(path: str) -> bytes:
+    """The Allow header of a 405 at an /api/ path."""
+    return b"GET, HEAD" if METHODS.get(path) == "GET" else b"POST"
+
+
 def check_head(
     request: h11.Request,
     allowed_hosts: frozenset[str],
@@ -120,6 +142,15 @@ def check_head(
     if b"transfer-encoding" in headers or b"content-length" not in headers:
         return error(411, "POST needs a Content-Length header (no chunked bodies)", close=True)
     length = int(headers[b"content-length"][0])  # h11 checked: ASCII digits, at most 20
+    path = request.target.split(b"?", 1)[0].decode("ascii", "replace")
+    if not to_slot and METHODS.get(path) != "POST" and length > SMALL_BODY:
+        # Refused before its body is read (a small one is read and dropped first: closing
+        # with unread bytes would reset the connection under the answer).
+        if path not in METHODS:
+            return error(404, f"no endpoint {path[:200]}; known: {', '.join(METHODS)}", close=True)
+        return error(
+            405, f"{path} takes GET, not POST", close=True, headers=[(b"Allow", allowed(path))]
+        )
     if to_slot:
         room = reply_room(request.target.decode("ascii", "replace"))
         if room is None:

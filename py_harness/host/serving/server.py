@@ -40,11 +40,14 @@ from .limits import (
     Limits,
 )
 from .policy import (
+    COSTLY,
     LOOPBACK_NAMES,
     MAX_HEAD,
     MAX_TARGET,
     SECURITY_HEADERS,
+    SMALL_BODY,
     Reply,
+    allowed,
     check_head,
     error,
 )
@@ -157,10 +160,7 @@ class HarnessServer:
                 return False
             reply = check_head(request, self.allowed_hosts, self.limits, self.exchange.room)
             if reply is None:
-                # Also for GET and HEAD (whose bodies _check refused): h11 must see the
-                # request's end before the connection can carry the next one.
-                body = await self._body(conn, reader, writer, deadline)
-                reply = await self._route(request, body)
+                reply = await self._answer(conn, reader, writer, request, deadline)
         except h11.RemoteProtocolError as exc:
             status = exc.error_status_hint
             if status == 431 and b"\n" not in started[: MAX_TARGET + 64]:
@@ -177,6 +177,37 @@ class HarnessServer:
                 file=sys.stderr,
             )
         return not reply.close and conn.our_state is h11.DONE and conn.their_state is h11.DONE
+
+    async def _answer(
+        self,
+        conn: h11.Connection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        request: h11.Request,
+        deadline: float,
+    ) -> Reply:
+        """Read the body (also for GET and HEAD, whose bodies check_head refused: h11 must
+        see the request's end before the connection carries the next one) and answer. A
+        costly endpoint's body is read only once its turn has come: one in memory at a time."""
+        path = request.target.split(b"?", 1)[0].decode("ascii", "replace")
+        if request.method != b"POST" or path not in COSTLY:
+            return await self._route(request, await self._body(conn, reader, writer, deadline))
+        try:
+            await asyncio.wait_for(self._reference.acquire(), REFERENCE_WAIT)
+        except TimeoutError:
+            small = int(dict(request.headers).get(b"content-length", b"0")) <= SMALL_BODY
+            if small:  # read and dropped: closing on unread bytes resets the connection
+                await self._body(conn, reader, writer, deadline)
+            return error(
+                503,
+                "the server is computing another reference; try again shortly",
+                headers=[(b"Retry-After", b"2")],
+                close=not small,  # a large body is left unread
+            )
+        try:
+            return await self._route(request, await self._body(conn, reader, writer, deadline))
+        finally:
+            self._reference.release()
 
     async def _read(self, reader: asyncio.StreamReader, deadline: float) -> bytes | None:
         try:
@@ -287,23 +318,10 @@ class HarnessServer:
                 traceback.print_exc(file=sys.stderr)
                 return error(500, "the server failed on this request (its log has the traceback)")
             if status == HTTPStatus.METHOD_NOT_ALLOWED:
-                return Reply(status, payload, headers=[(b"Allow", api.allowed(path))])
+                return Reply(status, payload, headers=[(b"Allow", allowed(path))])
             return Reply(status, payload)
 
-        if path not in api.COSTLY:
-            return await self.loop.run_in_executor(None, call)
-        try:
-            await asyncio.wait_for(self._reference.acquire(), REFERENCE_WAIT)
-        except TimeoutError:
-            return error(
-                503,
-                "the server is computing another reference; try again shortly",
-                headers=[(b"Retry-After", b"2")],
-            )
-        try:
-            return await self.loop.run_in_executor(None, call)
-        finally:
-            self._reference.release()
+        return await self.loop.run_in_executor(None, call)  # COSTLY ones hold the turn
 
     async def _send(
         self, conn: h11.Connection, writer: asyncio.StreamWriter, reply: Reply, head: bool
