@@ -23,8 +23,10 @@ that are not finite (a failing report's inf error) are sent as the strings "Infi
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
+import threading
 import time
 from http import HTTPStatus
 from typing import Any
@@ -77,7 +79,8 @@ def handle(method: str, path: str, query: str, body: bytes, *, limits: Limits) -
         want, action = METHODS[path], routes[path]
         if method != want and not (method == "HEAD" and want == "GET"):
             raise ApiError(HTTPStatus.METHOD_NOT_ALLOWED, f"{path} takes {want}, not {method}")
-        return HTTPStatus.OK, _dumps(action())
+        answer = action()
+        return HTTPStatus.OK, answer if isinstance(answer, bytes) else _dumps(answer)
     except ApiError as exc:
         return exc.status, _dumps({"error": str(exc)})
     except ConfigError as exc:  # bad input from the page: say what, naming the argument
@@ -123,10 +126,25 @@ def cases(set: str = "smoke", variant: str = "", adapter: str = "") -> dict[str,
     }
 
 
-def inputs(case: str = "") -> dict[str, Any]:
-    case = _case(case)
+def inputs(case: str = "") -> bytes:
+    """A matrix case's inputs as the answer's JSON bytes: made once per case and shared by
+    every request for it (a long case's answer is 89 MB), one case made at a time."""
+    return _inputs_answer(_case(case))
+
+
+_INPUTS_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4)
+def _inputs_answer_once(case: Case) -> bytes:
     x = make_inputs(case)
-    return {"case": case.id, "config": case.config().to_dict(), "tensors": encode_tensors(x)}
+    answer = {"case": case.id, "config": case.config().to_dict(), "tensors": encode_tensors(x)}
+    return _dumps(answer)
+
+
+def _inputs_answer(case: Case) -> bytes:
+    with _INPUTS_LOCK:
+        return _inputs_answer_once(case)
 
 
 def judge(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
