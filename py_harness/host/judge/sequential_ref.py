@@ -116,14 +116,18 @@ def seq_matmul(
     at = np.ascontiguousarray(np.broadcast_to(a, (*batch, m, k)).reshape(-1, m, k).swapaxes(1, 2))
     bt = np.ascontiguousarray(np.broadcast_to(b, (*batch, k, n)).reshape(-1, k, n))
     chunk, t0 = run.chunk, run.count
+    # Blocks of about _BLOCK_FLOATS outputs: rows of one product, or whole products of a
+    # batch of small ones (65535 products of 1 x 1 are one block, not 65535).
     rows = max(1, _BLOCK_FLOATS // max(1, n))
+    per = max(1, _BLOCK_FLOATS // max(1, m * n)) if rows >= m else 1
 
     def block(i: int, m0: int) -> None:
-        acc = total[i, m0 : m0 + rows]
+        at_, bt_ = at[i : i + per, :, m0 : m0 + rows, None], bt[i : i + per, :, None]
+        acc = total[i : i + per, m0 : m0 + rows]
         tmp = np.empty_like(acc)
-        open_ = None if part is None else part[i, m0 : m0 + rows]
+        open_ = None if part is None else part[i : i + per, m0 : m0 + rows]
         for t in range(k):
-            np.multiply(at[i, t, m0 : m0 + rows, None], bt[i, t], out=tmp)
+            np.multiply(at_[:, t], bt_[:, t], out=tmp)
             if f16_products:  # exact in float32 (11-bit operands), then rounded
                 tmp[...] = tmp.astype(np.float16)
             if open_ is None:
@@ -135,7 +139,7 @@ def seq_matmul(
                 acc += open_
                 open_[...] = 0
 
-    work = [(i, m0) for i in range(total.shape[0]) for m0 in range(0, m, rows)]
+    work = [(i, m0) for i in range(0, total.shape[0], per) for m0 in range(0, m, rows)]
     if len(work) == 1:  # one block: handing it to a thread would cost more than it does
         block(*work[0])
     for job in [_POOL.submit(block, *w) for w in work] if len(work) > 1 else []:
