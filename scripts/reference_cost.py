@@ -30,6 +30,9 @@ SHAPES = [
     (1, 1, 1, 1, 200000, 1, {}),
     (1, 1, 1, 200000, 1, 1, {}),
     (1, 1, 1, 64, 8192, 16, {}),
+    (65535, 1, 1, 1, 1, 1, {}),
+    (4096, 1, 1, 1, 1, 1, {"varlen_lengths": 1}),  # 4096 sequences of one query and key
+    (1000, 2, 2, 37, 53, 8, {"varlen_lengths": 37}),
 ]
 
 
@@ -42,6 +45,12 @@ def measure(shape: list) -> dict:
     b, h, hkv, sq, sk, d, extra = shape
     if "mask_shape" in extra:
         extra = dict(extra, mask_shape=tuple(extra["mask_shape"]))
+    if "varlen_lengths" in extra:  # b sequences of sq x sk, packed
+        extra = {k: v for k, v in extra.items() if k != "varlen_lengths"}
+        extra |= {
+            "cu_seqlens_q": tuple(range(0, b * sq + 1, sq)),
+            "cu_seqlens_k": tuple(range(0, b * sk + 1, sk)),
+        }
     cfg = AttentionConfig(
         batch=b, num_heads=h, num_kv_heads=hkv, seq_q=sq, seq_k=sk, head_dim=d, **extra
     )
@@ -62,7 +71,7 @@ def measure(shape: list) -> dict:
     cost = reference_cost(cfg)
     mib = 2**20
     return {
-        "shape": f"B{b} H{h}/{hkv} Sq{sq} Sk{sk} D{d} {extra or ''}".strip(),
+        "shape": f"B{b} H{h}/{hkv} Sq{sq} Sk{sk} D{d} {shape[6] or ''}".strip(),
         "model_mib": round(cost.bytes / mib),
         "traced_mib": round(traced / mib),
         "rss_growth_mib": round(rss / mib),

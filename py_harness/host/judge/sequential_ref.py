@@ -126,6 +126,9 @@ def seq_matmul(
         acc = total[i : i + per, m0 : m0 + rows]
         tmp = np.empty_like(acc)
         open_ = None if part is None else part[i : i + per, m0 : m0 + rows]
+        if open_ is None and not f16_products and acc.size <= _SMALL_OUTPUT:
+            _accumulate(at_, bt_, acc)
+            return
         for t in range(k):
             np.multiply(at_[:, t], bt_[:, t], out=tmp)
             if f16_products:  # exact in float32 (11-bit operands), then rounded
@@ -152,6 +155,30 @@ def seq_matmul(
     return run.result() if into is None else run.total
 
 
+# Outputs few enough that a step's NumPy calls cost more than its arithmetic: their terms
+# are made many steps at a time and added by np.add.accumulate, which adds left to right.
+_SMALL_OUTPUT = 4096
+_STEPS_AT_ONCE = 1 << 18  # terms x outputs made at once
+
+
+def _accumulate(at: NDArray[np.float32], bt: NDArray[np.float32], acc: NDArray[np.float32]) -> None:
+    """acc += at[:, t] * bt[:, t] for t in order, each product rounded to float32 and each
+    sum too: [B, K, M, 1] x [B, K, 1, N] into acc [B, M, N], many terms per NumPy call."""
+    k = at.shape[1]
+    step = max(1, _STEPS_AT_ONCE // max(1, acc.size))
+    terms = np.empty((step + 1, *acc.shape), np.float32)
+    for t0 in range(0, k, step):
+        n = min(step, k - t0)
+        terms[0] = acc
+        np.multiply(
+            np.moveaxis(at[:, t0 : t0 + n], 1, 0),
+            np.moveaxis(bt[:, t0 : t0 + n], 1, 0),
+            out=terms[1 : n + 1],
+        )
+        np.add.accumulate(terms[: n + 1], axis=0, out=terms[: n + 1])
+        acc[...] = terms[n]
+
+
 def seq_rowsum(
     x: NDArray[np.float32], *, reverse: bool = False, arith: Arithmetic = F32_ARITH
 ) -> NDArray[np.float32]:
@@ -163,6 +190,13 @@ def seq_rowsum(
         terms = to_f16(terms)
     out = np.zeros(x.shape[:-1], F32)
     chunk = (arith.chunk or len(terms)) if arith.accumulate == "f16" else 0
+    if not chunk and out.size <= _SMALL_OUTPUT:  # few sums: many terms per NumPy call
+        ordered = terms[::-1] if reverse else terms
+        step = max(1, _STEPS_AT_ONCE // max(1, out.size))
+        for t0 in range(0, len(ordered), step):
+            run = np.concatenate([out[None], ordered[t0 : t0 + step]])
+            out = np.add.accumulate(run, axis=0)[-1]
+        return out[..., None]
     part = np.zeros(out.shape, np.float16) if chunk else None
     order = list(reversed(range(len(terms))) if reverse else range(len(terms)))
     for n, t in enumerate(order):
