@@ -103,6 +103,20 @@ class AttentionConfig:
         ck = self.cu_seqlens_k or tuple(b * self.seq_k for b in range(self.batch + 1))
         return [(cq[b], cq[b + 1] - cq[b], ck[b], ck[b + 1] - ck[b]) for b in range(self.batch)]
 
+    def sequence_runs(self) -> list[tuple[int, int, tuple[int, int, int, int]]]:
+        """(first sequence, how many, its sequences() entry) for each run of consecutive
+        sequences with the same lengths, both above 0: what the judge computes as one
+        dense batch (a dense batch is one run)."""
+        runs: list[tuple[int, int, tuple[int, int, int, int]]] = []
+        for b, seq in enumerate(self.sequences()):
+            if not (seq[1] and seq[3]):
+                continue
+            if runs and runs[-1][0] + runs[-1][1] == b and runs[-1][2][1::2] == seq[1::2]:
+                runs[-1] = (runs[-1][0], runs[-1][1] + 1, runs[-1][2])
+            else:
+                runs.append((b, 1, seq))
+        return runs
+
     def sequence_offset(self, len_q: int, len_k: int) -> int:
         """The causal offset of a sequence of these lengths: causal_offset, plus
         len_k - len_q in a variable-length batch (each aligned bottom-right)."""
@@ -673,12 +687,14 @@ class ReferenceCost:
 def reference_cost(cfg: AttentionConfig) -> ReferenceCost:
     """The float64 reference's and float32 baselines' peak memory and time for `cfg`, modelled
     from the measured costs above (an upper bound on the shapes measured, not an exact figure).
-    A variable-length batch is judged one sequence at a time: its peak is its largest
-    sequence's, its time the sum over sequences."""
+    A variable-length batch is judged a run of consecutive sequences of equal lengths at a
+    time (AttentionConfig.sequence_runs): its peak is its largest run's, its time the sum."""
     h, d = cfg.num_heads, cfg.head_dim
     seqs = [(len_q, len_k) for _, len_q, _, len_k in cfg.sequences()]
     scores = h * sum(len_q * len_k for len_q, len_k in seqs)
-    peak_scores = h * max(len_q * len_k for len_q, len_k in seqs) if cfg.varlen else scores
+    # A variable-length batch is judged a run of equal sequences at a time.
+    runs = [n * seq[1] * seq[3] for _, n, seq in cfg.sequence_runs()]
+    peak_scores = h * max(runs, default=0) if cfg.varlen else scores
     floats = sum(cfg.input_elems().values()) + sum(buffer_sizes(cfg, OUTPUTS).values())
     # sequential_ref: P @ V and dP's row sums step once per key, Q @ K^T once per head_dim,
     # over blocks of _SEQ_BLOCK floats of the output.

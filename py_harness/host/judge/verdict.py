@@ -107,7 +107,7 @@ def _per_sequence(
     out = {n: np.zeros(shapes[n.removeprefix("t_")], dtype) for n in names}
     out["lse"][:] = reference.EMPTY_LSE
     slopes = x.get("alibi_slopes")
-    for b, n_seq, (q0, len_q, k0, len_k) in _runs(cfg):
+    for b, n_seq, (q0, len_q, k0, len_k) in cfg.sequence_runs():
         rows, keys = slice(q0, q0 + n_seq * len_q), slice(k0, k0 + n_seq * len_k)
         xb = {n: _stacked(x[n][rows], n_seq) for n in ("q", "d_out")}
         xb |= {n: _stacked(x[n][keys], n_seq) for n in ("k", "v")}
@@ -124,20 +124,6 @@ def _per_sequence(
             else:  # the LSE, [sequences, H, len_q]
                 out[n][:, rows] = a.transpose(1, 0, 2).reshape(a.shape[1], -1)
     return out
-
-
-def _runs(cfg: AttentionConfig) -> list[tuple[int, int, tuple[int, int, int, int]]]:
-    """(first sequence, how many, its (q0, len_q, k0, len_k)) for each run of consecutive
-    sequences with the same lengths, both above 0: one dense batch each."""
-    runs: list[tuple[int, int, tuple[int, int, int, int]]] = []
-    for b, seq in enumerate(cfg.sequences()):
-        if not (seq[1] and seq[3]):
-            continue
-        if runs and runs[-1][0] + runs[-1][1] == b and runs[-1][2][1::2] == seq[1::2]:
-            runs[-1] = (runs[-1][0], runs[-1][1] + 1, runs[-1][2])
-        else:
-            runs.append((b, 1, seq))
-    return runs
 
 
 def _stacked(packed: np.ndarray, n_seq: int) -> np.ndarray:
