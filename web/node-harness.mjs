@@ -46,10 +46,10 @@ function dawnOptions(disabled, args) {
 // 54-61 % of a GPU-bound case on SwiftShader, CPU the GPU's own threads needed on a
 // 2-core machine (docs/runtimes.md). Its tick is a native function: after the first
 // HARNESS_NODE_POLL_SPIN_MS of a wait it runs on a 1 ms timer instead, so that the thread
-// sleeps between ticks (8-20 % busy); a short wait still ends as soon as the work does, and
-// every other callback keeps setImmediate. Ticks more than NEW_WAIT_MS apart belong to
-// different waits. The host sets it (2 ms) on SwiftShader only (runtimes/registry.py): on a
-// GPU the timer made each dispatch 2.6-4.2 ms slower, so unset the ticks spin throughout.
+// sleeps between ticks; a short wait still ends as soon as the work does, and every other
+// callback keeps setImmediate. Ticks more than NEW_WAIT_MS apart belong to different waits.
+// The host sets it on SwiftShader only (runtimes/registry.py): on a GPU the timer slows every
+// dispatch, so unset the ticks spin throughout.
 const POLL_SPIN_MS = Number(process.env.HARNESS_NODE_POLL_SPIN_MS || Infinity);
 const NEW_WAIT_MS = 5;
 const setImmediateOf = globalThis.setImmediate;
