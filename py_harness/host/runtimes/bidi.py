@@ -1,8 +1,8 @@
 """A minimal WebDriver BiDi client: JSON commands over one WebSocket, replies matched by id.
 
 Firefox's built-in Remote Agent serves BiDi itself (the endpoint Playwright's moz-firefox
-channel and geckodriver's BiDi use too), so driving it needs no driver binary; README.md,
-"Firefox runtime: why WebDriver BiDi", says why this beats Playwright and Selenium here.
+channel and geckodriver's BiDi use too), so driving it needs no driver binary; docs/runtimes.md,
+"Firefox: why WebDriver BiDi", says why this beats Playwright and Selenium here.
 Single-threaded use only: one command in flight at a time, no event subscriptions.
 """
 

@@ -1,7 +1,7 @@
 """Firefox (wgpu / Naga) driven over WebDriver BiDi: launch, one tab per harness session.
 
-Why BiDi straight to Firefox rather than Playwright or Selenium: README.md, "Firefox
-runtime: why WebDriver BiDi". The page and the Pyodide code are the ones Chromium runs.
+Why BiDi straight to Firefox rather than Playwright or Selenium: docs/runtimes.md,
+"Firefox: why WebDriver BiDi". The page and the Pyodide code are the ones Chromium runs.
 """
 
 from __future__ import annotations

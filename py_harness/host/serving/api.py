@@ -2,7 +2,7 @@
 
 server.py imports this module on the first /api/ request (NumPy loads then) and runs the
 costly endpoints (policy.COSTLY) one at a time. Judging reuses verdict.judge_outputs (and, for the
-case matrix, evaluate.judge_case itself), so the page's verdicts are the harness's verdicts.
+case matrix, judge.inputs.judge_case itself), so the page's verdicts are the harness's verdicts.
 
     GET  /api/info                 max body size, limits the kernels need, variants
     GET  /api/cases[?set=all][&variant=V&adapter=A]
@@ -204,7 +204,7 @@ def judge(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
 
 
 def judge_matrix_case(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
-    """A matrix case run in the page, judged by evaluate.judge_case (as pytest judges it),
+    """A matrix case run in the page, judged by judge.inputs.judge_case (as pytest judges it),
     from the page's run_case reply and the case's own inputs."""
     case = _case(_field(request, "case", str))
     _affordable(case.config(), limits)
