@@ -8,13 +8,12 @@ it to wgpu-py. Either way the runner sees only the Device interface.
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from . import probes
+from . import base64_tensors, probes
 from .config import (
     AttentionConfig,
     ConfigError,
@@ -125,7 +124,7 @@ class HarnessService:
         """request: {config, tensors: {name: base64}, variant?, sources?, backward?,
         backward_runs?}. variant: a built-in's name, or a declaration (request_variant)."""
         reply, outputs = await self._run_case(request_json, ())
-        reply["outputs"] = {n: base64.b64encode(b).decode("ascii") for n, b in outputs.items()}
+        reply["outputs"] = {n: base64_tensors.encode(b) for n, b in outputs.items()}
         return json.dumps(reply)
 
     async def run_case_blobs(
@@ -220,7 +219,7 @@ def _case_request(
     tensors: dict[str, Bytes] = {}
     for name, data in request["tensors"].items():
         if isinstance(data, str):
-            tensors[name] = base64.b64decode(data)
+            tensors[name] = base64_tensors.decode(name, data)
         elif isinstance(data, int) and not isinstance(data, bool) and 0 <= data < len(blobs):
             tensors[name] = blobs[data]
         else:

@@ -9,9 +9,10 @@ are mapped back from module lines to file:line:column.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from functools import cached_property
+
+from . import wgsl_source
 
 FORWARD_FILE = "flash_attention_v2.wgsl"
 BACKWARD_FILE = "flash_attention_v2_backward.wgsl"
@@ -39,8 +40,7 @@ class ShaderModuleSource:
         cache key under which modules that differ only in code the entry point cannot reach
         share one pipeline (a planted bug in a backward helper leaves the forward's as it
         was, and a driver's compile is the costliest part of a case on a CPU adapter). The
-        code without its functions stays whole (constants, overrides, structs, variables).
-        Where the code has block comments it is the digest of the whole code."""
+        code without its functions stays whole (constants, overrides, structs, variables)."""
         key = (self.digest, entry_point)
         if key not in _ENTRY_DIGESTS:
             _ENTRY_DIGESTS[key] = _reachable_digest(self.code, entry_point) or self.digest
@@ -58,10 +58,6 @@ class ShaderModuleSource:
 
 
 _ENTRY_DIGESTS: dict[tuple[str, str], str] = {}
-_LINE_COMMENT = re.compile(r"//[^\n]*")
-_FN_NAME = re.compile(r"\bfn\s+(\w+)\s*\(")
-_BRACES = re.compile(r"[{}]")
-_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
 def _reachable_digest(code: str, entry_point: str) -> str | None:
@@ -76,47 +72,22 @@ def _reachable_digest(code: str, entry_point: str) -> str | None:
             kept.append(code[at:start])
             at = end
     kept.append(code[at:])
-    return hashlib.sha256("".join(kept).encode()).hexdigest()
+    # tokens only: a comment's edit (blanked to spaces) or a layout's must not make a new key
+    return hashlib.sha256(" ".join("".join(kept).split()).encode()).hexdigest()
 
 
 def functions_reached(
     code: str, entry_point: str
 ) -> tuple[str, dict[str, tuple[int, int]], set[str]] | None:
-    """(the code without its line comments, where each top-level function is in it, the
-    functions entry_point calls, itself and transitively), or None where the code is
-    outside what this reads safely: block comments (which may nest), or no function named
-    entry_point. WGSL has no strings or function pointers, so a call is a function's name in
-    a body; any identifier that names a function counts as a call (a local of that name
-    keeps the function: the safe side)."""
-    if "/*" in code:
+    """(the code with its comments blanked, where each function is in it (from `fn` to the
+    end of its body), the functions entry_point calls, itself and transitively), or None
+    where no function is named entry_point (wgsl_source says what counts as a call)."""
+    code = wgsl_source.strip_comments(code)
+    fns = wgsl_source.functions(code)
+    if entry_point not in fns:
         return None
-    code = _LINE_COMMENT.sub("", code)
-    spans: dict[str, tuple[int, int]] = {}  # name -> (start of `fn`, end of its body)
-    depth, fn_at, name = 0, -1, ""
-    starts = {m.start(): m[1] for m in _FN_NAME.finditer(code)}
-    braces = [(m.start(), m[0]) for m in _BRACES.finditer(code)]
-    for at, mark in sorted([(i, "fn") for i in starts] + braces):
-        if mark == "fn":
-            if depth == 0:
-                fn_at, name = at, starts[at]
-        elif mark == "{":
-            depth += 1
-        else:
-            depth -= 1
-            if depth == 0 and fn_at >= 0:
-                spans[name] = (fn_at, at + 1)
-                fn_at = -1
-    if entry_point not in spans:
-        return None
-    todo, reached = [entry_point], set()
-    while todo:
-        fn = todo.pop()
-        if fn in reached:
-            continue
-        reached.add(fn)
-        start, end = spans[fn]
-        todo.extend(set(_IDENT.findall(code, start, end)) & spans.keys())
-    return code, spans, reached
+    spans = {name: (fn.start, fn.end) for name, fn in fns.items()}
+    return code, spans, wgsl_source.reached(code, fns, entry_point)
 
 
 def compose(label: str, files: tuple[str, ...], sources: dict[str, str]) -> ShaderModuleSource:

@@ -17,8 +17,8 @@ import pytest
 from py_harness.host.judge.mutation import OPERATORS, edits
 from py_harness.host.paths import shader_sources
 from py_harness.host.tools.mutate import choose_edits, parser
-from py_harness.host.wgsl_decls import strip_comments
 from py_harness.kernels import variant
+from py_harness.wgsl_source import strip_comments
 from tests.fakes import planted_shaders
 
 SOURCES = shader_sources()

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from py_harness.host.variant_file import load
-from py_harness.host.wgsl_decls import function_source, scan, strip_comments
+from py_harness.host.wgsl_decls import function_source, scan
 from py_harness.kernels import RO, RW, UNIFORM, VARIANTS, Variant
+from py_harness.wgsl_source import strip_comments
 from tests.fakes import refused_variant, write_variant
 
 ROOT = Path(__file__).resolve().parents[1]

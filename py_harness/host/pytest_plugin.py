@@ -44,6 +44,7 @@ import numpy as np
 import pytest
 
 from ..kernels import VARIANTS
+from ..wgsl_source import strip_comments
 from . import variants as variant_registry
 from .engine import compile_error, evaluate, evaluate_forward_first
 from .judge import blocks, generated, limitations, report
@@ -55,7 +56,6 @@ from .paths import cannot_write_file
 from .runtimes.chromium import chromium_launch_args as default_launch_args
 from .runtimes.registry import RUNTIMES, Launched, parse_runtimes, runtime
 from .runtimes.sessions import Session
-from .wgsl_decls import strip_comments
 
 OUTCOME_PROPERTY = "harness_outcome"  # a test's Outcome, as JSON in its user_properties
 ADAPTER_PROPERTY = "harness_adapter"  # {runtime: adapter info}

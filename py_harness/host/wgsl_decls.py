@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..wgsl_source import IDENT as _IDENT
+from ..wgsl_source import functions, strip_comments
+
 RO = "read-only-storage"  # GPUBufferBindingType names, as variant.py has them
 RW = "storage"
 UNIFORM = "uniform"
@@ -23,8 +26,6 @@ _RESOURCE = re.compile(
 )
 _STRUCT = re.compile(r"\bstruct\s+(\w+)\s*\{([^}]*)\}")
 _CONST = re.compile(r"\bconst\s+(\w+)\s*(?::\s*\w+\s*)?=\s*([^;]+);")
-_FN = re.compile(r"((?:@\s*\w+\s*(?:\([^()]*\))?\s*)*)\bfn\s+(\w+)\s*\(")
-_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 _INT = re.compile(r"\b(\d+)[iu]?\b")
 
 
@@ -123,30 +124,6 @@ class Module:
         return (x, y, z)
 
 
-def strip_comments(source: str) -> str:
-    """The source with // and (nested) /* */ comments blanked, newlines kept (line numbers
-    of what remains are those of the file)."""
-    out, i, depth, n = [], 0, 0, len(source)
-    while i < n:
-        two = source[i : i + 2]
-        if depth == 0 and two == "//":
-            j = source.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-        elif two == "/*":
-            depth, i = depth + 1, i + 2
-            out.append("  ")
-        elif depth and two == "*/":
-            depth, i = depth - 1, i + 2
-            out.append("  ")
-        else:
-            ch = source[i]
-            out.append(ch if depth == 0 or ch == "\n" else " ")
-            i += 1
-    return "".join(out)
-
-
 def scan(files: list[tuple[str, str]]) -> Module:
     """The declarations of the module made of (file name, text) parts in order."""
     module = Module([], {}, {}, {}, tuple(name for name, _ in files))
@@ -172,9 +149,11 @@ def scan(files: list[tuple[str, str]]) -> Module:
             module.structs[m[1]] = Struct(m[1], fields, name, line(m.start()))
         for m in _CONST.finditer(code):
             module.consts[m[1]] = m[2]
-        for m in _FN.finditer(code):
-            body = _body(code, m.end() - 1)
-            module.functions[m[2]] = Function(m[2], m[1], body, name, line(m.start(2)))
+        for fn in functions(code).values():
+            body = code[fn.body_start : fn.end]
+            module.functions[fn.name] = Function(
+                fn.name, fn.attributes, body, name, line(fn.name_at)
+            )
     return module
 
 
@@ -183,14 +162,12 @@ def function_source(source: str, *names: str) -> str:
     (comments blanked), one after the other: for a generated kernel that calls what a file's
     kernels call. KeyError names a function the source does not define."""
     code = strip_comments(source)
-    found = {m[2]: m for m in _FN.finditer(code)}
+    found = functions(code)
     texts = []
     for name in names:
         if name not in found:
             raise KeyError(f"no fn {name} in the source")
-        m = found[name]
-        _, end = _body_span(code, m.end() - 1)
-        texts.append(code[code.rfind("fn", 0, m.start(2)) : end])
+        texts.append(code[found[name].start : found[name].end])
     return "\n".join(texts)
 
 
@@ -214,35 +191,6 @@ def _struct_fields(body: str) -> list[tuple[str, str]]:
             fname, _, ftype = member.partition(":")
             out.append((fname.strip(), ftype.strip()))
     return out
-
-
-def closing_bracket(code: str, open_at: int) -> int:
-    """Index of the bracket that closes the ( [ or { at open_at (brackets of every kind
-    nest inside); len(code) where none does."""
-    pairs = {"(": ")", "[": "]", "{": "}"}
-    stack: list[str] = []
-    for i in range(open_at, len(code)):
-        ch = code[i]
-        if ch in pairs:
-            stack.append(pairs[ch])
-        elif stack and ch == stack[-1]:
-            stack.pop()
-            if not stack:
-                return i
-    return len(code)
-
-
-def _body_span(code: str, open_paren: int) -> tuple[int, int]:
-    """Where a function's body is in code, [start, end), from the '(' of its parameter list
-    on (attributes inside the list hold parentheses too); (0, 0) where it has none."""
-    start = code.find("{", closing_bracket(code, open_paren))
-    return (0, 0) if start < 0 else (start, closing_bracket(code, start) + 1)
-
-
-def _body(code: str, open_paren: int) -> str:
-    """The text of a function's body (see _body_span)."""
-    start, end = _body_span(code, open_paren)
-    return code[start:end]
 
 
 def _eval(text: str, consts: dict[str, str], depth: int) -> int | None:

@@ -3,13 +3,13 @@ little-endian f32 bytes. run_on sends one case to anything with the service's `c
 
 from __future__ import annotations
 
-import base64
 import math
 from collections.abc import Iterable
 from typing import Any, Protocol
 
 import numpy as np
 
+from .. import base64_tensors
 from ..config import OUTPUTS, AttentionConfig, ConfigError, validate
 from ..kernels import DEFAULT_VARIANT
 from . import variants
@@ -26,8 +26,7 @@ class Caller(Protocol):
 def encode_tensors(x: dict[str, np.ndarray]) -> dict[str, str]:
     """Arrays as the service takes them: base64 of their little-endian f32 bytes."""
     return {
-        n: base64.b64encode(np.ascontiguousarray(a, "<f4").tobytes()).decode("ascii")
-        for n, a in x.items()
+        n: base64_tensors.encode(np.ascontiguousarray(a, "<f4").tobytes()) for n, a in x.items()
     }
 
 
@@ -89,13 +88,7 @@ def decode_outputs(
     for name, data in outputs.items():
         if name not in OUTPUTS:
             raise ConfigError(name, f"unknown output (known: {', '.join(OUTPUTS)})")
-        if isinstance(data, str):
-            try:
-                raw = base64.b64decode(data, validate=True)
-            except (ValueError, TypeError):
-                raise ConfigError(name, "is not base64") from None
-        else:
-            raw = data
+        raw = base64_tensors.decode(name, data) if isinstance(data, str) else data
         want = math.prod(shapes[name])
         if len(raw) != 4 * want:
             raise ConfigError(name, f"has {len(raw)} bytes; shape wants {want} float32 values")

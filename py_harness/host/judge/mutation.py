@@ -30,7 +30,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..wgsl_decls import closing_bracket, strip_comments
+from ...wgsl_source import closing_bracket, functions, strip_comments
 
 OPERATORS = (
     "compare",
@@ -155,13 +155,13 @@ def _five_digits(literal: str) -> str | None:
 def _edits_in(file: str, text: str, operators: set[str]) -> Iterator[Edit]:
     code = strip_comments(text)
     starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    fns = list(re.finditer(r"(?m)^\s*fn\s+(\w+)", code))
-    fn_starts = [m.start() for m in fns]
+    fns = list(functions(code).values())
+    fn_starts = [fn.start for fn in fns]
 
     def edit(start: int, end: int, new: str, operator: str) -> Edit:
         line = bisect.bisect_right(starts, start) - 1
         i = bisect.bisect_right(fn_starts, start) - 1
-        fn = fns[i].group(1) if i >= 0 else ""
+        fn = fns[i].name if i >= 0 else ""
         col = start - starts[line] + 1
         return Edit(file, start, end, new, operator, line + 1, col, text[start:end], fn)
 

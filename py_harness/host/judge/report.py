@@ -52,25 +52,31 @@ class Outcome:
         return d
 
 
+def run_status(passed: bool, covered: Coverage | None) -> str:
+    """The one status rule (the plugin, `check`, `explore`, `stability` and `/api/judge`
+    share it): a run a declared driver limitation covers is `unsupported` whatever it gave
+    (it is not run where that is known first); else `pass`, or, for a failure, `known` where
+    a declared kernel flaw covers it and `fail` where nothing does."""
+    if covered is not None and covered.status == "unsupported":
+        return "unsupported"
+    if passed:
+        return "pass"
+    return "known" if covered is not None else "fail"
+
+
 def outcome(results: list[CaseResult], covered: Coverage | None) -> Outcome:
-    """The outcome of a case's draws (results[0] is draw 0) on one runtime. A kernel flaw
-    that covers the case turns its failures into `known`."""
+    """The outcome of a case's draws (results[0] is draw 0) on one runtime, by `run_status`."""
     first = results[0]
     ratios = [{r.name: r.ratio for r in res.reports} for res in results]
     failed = [res for res in results if not res.passed]
-    detail = ""
-    if not failed:
-        status = "pass"
-    elif covered is not None:
-        status, detail = "known", str(covered)
-    else:
-        status = "fail"
-    if failed and status == "fail":
+    state = run_status(not failed, covered)
+    detail = str(covered) if state in ("known", "unsupported") else ""
+    if state == "fail":
         worst = max(failed, key=lambda res: max(r.ratio for r in res.reports))
         where = f"draw {worst.draw} of {len(results)}: " if len(results) > 1 else ""
         detail = where + worst.failures()
     worst = max(max(r.values()) for r in ratios)
-    return Outcome(first.case_id, first.runtime, status, worst, detail, first, ratios, len(failed))
+    return Outcome(first.case_id, first.runtime, state, worst, detail, first, ratios, len(failed))
 
 
 def _finite(x: float) -> float | None:

@@ -22,7 +22,6 @@ that are not finite (a failing report's inf error) are sent as the strings "Infi
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
 import math
@@ -34,6 +33,7 @@ from urllib.parse import parse_qs
 
 import numpy as np
 
+from ... import base64_tensors
 from ...config import (
     HOST_INPUTS,
     AttentionConfig,
@@ -48,7 +48,7 @@ from ..judge.cases import CASES, SMOKE, Case, by_id
 from ..judge.compare import BaselineOverflow
 from ..judge.inputs import judge_case, make_inputs
 from ..judge.limitations import Coverage, case_coverage, coverage
-from ..judge.report import outcome
+from ..judge.report import outcome, run_status
 from ..judge.verdict import judge_outputs
 from ..wire import decode_outputs, encode_tensors
 from .limits import Limits
@@ -161,10 +161,7 @@ def judge(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
         raise ConfigError(sorted(unknown)[0], f"unknown input (known: {', '.join(HOST_INPUTS)})")
     raw = {}
     for name, data in encoded_inputs.items():
-        try:
-            raw[name] = base64.b64decode(data, validate=True)
-        except ValueError:
-            raise ConfigError(name, "is not base64") from None
+        raw[name] = base64_tensors.decode(name, data)
     check_input_bytes(cfg, raw)
     if "d_out" not in raw:
         raise ConfigError("d_out", "is missing (the backward pass needs it)")
@@ -182,14 +179,11 @@ def judge(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
     reference_ms = (time.perf_counter() - t0) * 1e3
     passed = bool(reports) and all(r.passed for r in reports)
     covered = coverage(variant, adapter, cfg)
-    status = "pass" if passed else "fail"
-    if covered is not None and (covered.status == "unsupported" or not passed):
-        status = covered.status
     return {
         "passed": passed,
         # pass, fail, known (a declared flaw of the variant covers this failure) or
         # unsupported (a declared limitation of the page's driver covers the run)
-        "status": status,
+        "status": run_status(passed, covered),
         "covered": _covered(covered),
         "reports": [r.to_json() for r in reports],
         # For the page's maps, as f32: the reference, and |actual - ref64| taken in float64

@@ -22,6 +22,7 @@ from ..arg_types import natural, positive_int, positive_number
 from ..engine import evaluate, open_session
 from ..judge.limitations import case_coverage
 from ..judge.random_cases import case_literal, random_case
+from ..judge.report import run_status
 from ..paths import cannot_write, output_dir
 from ..runtimes.registry import RUNTIMES
 from .check import add_kernel_options
@@ -78,8 +79,11 @@ def explore_runtime(name: str, args: argparse.Namespace) -> list[dict]:
                 else:
                     errors_in_a_row = 0
                     worst = max((r.ratio for r in result.reports), default=0.0)
-                    status = "pass" if result.passed else "known" if covered else "fail"
-                    row |= {"status": status, "worst_ratio": worst, "detail": result.failures()}
+                    row |= {
+                        "status": run_status(result.passed, covered),
+                        "worst_ratio": worst,
+                        "detail": result.failures(),
+                    }
             row["seconds"] = round(time.perf_counter() - t0, 2)
             rows.append(row)
             print(_line(row), flush=True)
