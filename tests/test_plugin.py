@@ -158,16 +158,22 @@ def test_wgsl_that_does_not_compile_reports_the_compilers_words_only(
     assert "Traceback" not in out and "runner.py" not in out, out
 
 
-def test_a_compile_error_from_a_page_is_told_from_its_traceback() -> None:
+def test_a_compile_error_from_a_page_comes_back_as_itself() -> None:
+    from py_harness import errors
+    from py_harness.gpu.device import GPUError, ShaderCompileError
     from py_harness.host.engine import compile_error
-    from py_harness.host.runtimes.sessions import PageError
+    from py_harness.host.runtimes.sessions import PageError, page_error
 
-    stack = 'Traceback (most recent call last):\n  File "runner.py", line 99\n'
-    message = stack + "py_harness.gpu.device.ShaderCompileError: f.wgsl:3:1: error: x\n  y"
-    assert compile_error(PageError("run_case", message, None)) == (
-        "ShaderCompileError: f.wgsl:3:1: error: x\n  y"
-    )
-    assert compile_error(PageError("run_case", stack + "GPUError: lost", None)) is None
+    raised = errors.record(ShaderCompileError("f.wgsl:3:1: error: x\n  y"))
+    assert raised is not None
+    exc = page_error("run_case", raised, None, "chromium")
+    assert type(exc) is ShaderCompileError
+    assert compile_error(exc) == "ShaderCompileError: compilation error: f.wgsl:3:1: error: x\n  y"
+    lost = page_error("run_case", errors.record(GPUError("device-lost", "gone")) or "", None, "x")
+    assert type(lost) is GPUError and compile_error(lost) is None
+    # a traceback (a harness bug, not a typed error) stays the page's words
+    stack = 'Traceback (most recent call last):\n  File "runner.py", line 99\nKeyError: 1'
+    assert type(page_error("run_case", stack, None, "chromium")) is PageError
     assert compile_error(ValueError("seq_q: must be >= 1")) is None
 
 

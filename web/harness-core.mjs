@@ -77,6 +77,19 @@ function checkEntryName(entry) {
   }
 }
 
+// A typed error raised in the page's Python (a ConfigError, a WGSL compile error, ...)
+// comes back from its entry as a record (py_harness/errors.py), a JSON text that starts
+// with ERROR_RECORD: thrown here, so the call answers ["error", record, stack] and the host
+// rebuilds the same exception from it.
+const ERROR_RECORD = '{"harness_error"';
+
+function throwIfErrorRecord(text) {
+  if (text.startsWith(ERROR_RECORD)) {
+    throw new Error(text);
+  }
+  return text;
+}
+
 // [status, value, stack] of an async call: ["ok", its value, null], or ["error", message,
 // stack] when it throws (a Python exception's message is its traceback).
 export async function settle(work) {
@@ -106,7 +119,7 @@ async function callEntry(booting, entry, requestJson) {
       result?.destroy?.();
       throw new TypeError(`${MODULE}.${entry} must return a JSON string, got ${shown}`);
     }
-    return result;
+    return throwIfErrorRecord(result);
   } finally {
     fn.destroy();
   }
@@ -210,7 +223,8 @@ export function makeRunHarnessBlobs(booting) {
       checkEntryName(entry);
       const fn = page.call_blobs;
       try {
-        return await fn(entry, requestJson, blobs);
+        const reply = await fn(entry, requestJson, blobs);
+        return typeof reply === "string" ? throwIfErrorRecord(reply) : reply;
       } finally {
         fn.destroy();
       }

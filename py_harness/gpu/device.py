@@ -74,6 +74,7 @@ class GPUError(RuntimeError):
         super().__init__(f"{prefix}{kind} error: {message}")
         self.kind = kind
         self.driver_message = message
+        self.where = where
 
 
 class ShaderCompileError(GPUError):
@@ -86,11 +87,14 @@ class ShaderCompileError(GPUError):
 class DeviceLostError(GPUError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__("device-lost", f"{reason}: {message}")
+        self.reason = reason
+        self.lost_message = message
 
 
 class NoAdapterError(RuntimeError):
     def __init__(self, detail: str) -> None:
         super().__init__(f"no WebGPU adapter: {detail}. {ENABLE_WEBGPU_HINT}")
+        self.detail = detail
 
 
 @dataclass

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from ..config import AttentionConfig
+from ..gpu.device import ShaderCompileError
 from ..kernels import DEFAULT_VARIANT, Variant
 from . import variants
 from .judge.cases import Case
@@ -80,11 +81,9 @@ def given_outputs(
 
 def compile_error(exc: BaseException) -> str | None:
     """The compiler's message (file:line:column, its words, the source line) where `exc`
-    is WGSL that did not compile, raised in this process or re-raised from a page or a
-    worker (PageError's page_message); else None."""
-    text = f"{type(exc).__name__}: {getattr(exc, 'page_message', exc)}"
-    at = text.find("ShaderCompileError:")  # a page's message is its whole Python traceback
-    return text[at:] if at >= 0 else None
+    is WGSL that did not compile, raised in this process or in a page or a worker (which
+    send it as a typed error: py_harness/errors.py); else None."""
+    return f"{type(exc).__name__}: {exc}" if isinstance(exc, ShaderCompileError) else None
 
 
 def evaluate_forward_first(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .bidi import BidiConnection, BidiError
-from .sessions import HARNESS_PAGE, PageError, PageSession
+from .sessions import HARNESS_PAGE, PageError, PageSession, page_error
 
 FIREFOX_PATH = os.environ.get("HARNESS_FIREFOX", "/usr/bin/firefox-esr")
 INSTALL_HINT = (
@@ -144,7 +144,7 @@ class FirefoxSession(PageSession):
                 " (e) => ['error', String(e && e.message || e), e && e.stack || null])"
             )
             if status != "ok":
-                raise PageError("load", value, stack)
+                raise page_error("load", value, stack, self.runtime)
             self.load_timings = self._eval("() => window.harnessTimings || {}")
         except BaseException:
             self.close()
@@ -180,7 +180,7 @@ class FirefoxSession(PageSession):
             self.close()  # the next call gets a fresh tab
             raise PageError(entry, f"the page {what}: {exc}", None) from None
         if status != "ok":
-            raise PageError(entry, value, stack)
+            raise page_error(entry, value, stack, self.runtime)
         return value
 
     def adapter_name(self) -> str:

@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Sequence
 
+from ... import errors
 from ...gpu.device import Bytes
 from ...service import ENTRIES
 from .sessions import native_service
@@ -55,7 +56,8 @@ def main(argv: list[str]) -> int:
         service = native_service(argv[0])
         loop.run_until_complete(service.device())
     except Exception as exc:
-        say(None, "error", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+        typed = errors.record(exc)
+        say(None, "error", typed or f"{type(exc).__name__}: {exc}", traceback.format_exc())
         return 1
     say(None, "ok", json.dumps({"totalMs": round((time.perf_counter() - t0) * 1e3, 1)}), None)
     stdin = sys.stdin.buffer
@@ -71,8 +73,8 @@ def main(argv: list[str]) -> int:
                 say(call_id, "ok", loop.run_until_complete(getattr(service, entry)(request_json)))
             else:
                 say(call_id, "error", f"no entry {entry!r} (has: {', '.join(ENTRIES)})", None)
-        except Exception:  # the message is the traceback, as the page's is
-            say(call_id, "error", traceback.format_exc(), None)
+        except Exception as exc:  # a typed error's record, else the traceback, as the page's
+            say(call_id, "error", errors.record(exc) or traceback.format_exc(), None)
     return 0
 
 

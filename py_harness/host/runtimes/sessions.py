@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ... import errors
 from .. import paths
 from . import exchange
 
@@ -48,6 +49,12 @@ class PageError(RuntimeError):
         super().__init__(f"{entry} failed in the page:\n{message}")
         self.page_message = message
         self.page_stack = stack
+
+
+def page_error(entry: str, message: str, stack: str | None, runtime: str) -> Exception:
+    """A failed call's exception: the typed error a record carries (a ConfigError, a
+    compile error, ...: errors.rebuilt), else PageError with the runtime's words."""
+    return errors.rebuilt(message, f"{runtime}'s {entry!r}") or PageError(entry, message, stack)
 
 
 class PageCrashWarning(UserWarning):
@@ -227,7 +234,7 @@ class BrowserSession(PageSession):
             raise
         if status != "ok":
             self.close()
-            raise PageError("load", value, stack)
+            raise page_error("load", value, stack, self.runtime)
         self.load_timings = page.evaluate("() => window.harnessTimings || {}")
 
     def close(self) -> None:
@@ -284,7 +291,7 @@ class BrowserSession(PageSession):
             self.close()  # the next call gets a fresh page
             raise PageError(entry, f"the page {what}: {exc}", None) from None
         if status != "ok":
-            raise PageError(entry, value, stack)
+            raise page_error(entry, value, stack, self.runtime)
         return value
 
 

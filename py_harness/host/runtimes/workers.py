@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 
 from ...gpu.device import Bytes
 from ..paths import PACKAGE_DIR
-from .sessions import PageError, _AdapterName
+from .sessions import PageError, _AdapterName, page_error
 
 RS = "\x1e"
 # Chatter that says nothing about the run (docs/runtimes.md: both Dawn builds print it).
@@ -90,7 +90,7 @@ class WorkerSession(_AdapterName):
         status, value, stack, _ = self._wait(None, "start", self.start_timeout_s)
         if status != "ok":
             self.close()
-            raise PageError("load", value, stack)
+            raise page_error("load", value, stack, self.runtime)
         self.load_timings = json.loads(value)
 
     def _wait(self, call_id: int | None, entry: str, timeout_s: float) -> list:
@@ -152,7 +152,7 @@ class WorkerSession(_AdapterName):
             pass
         status, value, stack, out = self._wait(call_id, entry, self.timeout_s)
         if status != "ok":
-            raise PageError(entry, value, stack)
+            raise page_error(entry, value, stack, self.runtime)
         return json.loads(value), out
 
     def close(self) -> None:
