@@ -221,7 +221,7 @@ class Kernel:
     # inner loops that GPUs get written out stay loops. SwiftShader compiles and runs the
     # loops in 6-17 % less time (the fast variant's matrix on Chromium and Node: 140-155 s
     # against 185 s), wgpu's planted bugs on lavapipe's empty shader cache take 13-23 %
-    # less (docs/scaling.md); GPUs take up to 15 % longer with them (docs/results-h200.md).
+    # less (docs/scaling.md); GPUs take up to 15 % longer with them (docs/records/gpu.md).
     # The same calls in the same order, so the same bits (tests/test_kernel_forms.py).
     # lavapipe's loop limiter counts every pass of a loop, so the form moves the sizes it
     # can run there (judge/loop_budget.py counts either).
@@ -765,7 +765,7 @@ class Variant:
         than with the other neighbour of 256 / workgroups (floor or ceiling) in four shapes,
         and within 1 % of it in two more: a thin second wave past two workgroups per SM
         costs more than empty slots in the one wave, and a wave half empty more than a thin
-        second one (docs/results-h200.md). At least KV_PART_MIN_TILES query tiles per part
+        second one (docs/records/gpu.md). At least KV_PART_MIN_TILES query tiles per part
         on average, within one binding of cap_bytes for the copies of dK. Those workgroups
         are one per key tile, or one per partial sum of dQ where the sums are fewer than the
         tiles (dq_slots; band_rows as there): the sums' binding caps them at long sequences

@@ -16,7 +16,7 @@ them first, as a matrix of different shapes does. --copies times the parts of on
 of 128 MB instead: making a MAP_READ staging buffer, the GPU copy and map, the copy out of
 the mapping (as bytes, and as the native backends make it over threads), the finite-input
 check (bytes operations, and threaded), and a plain host copy for comparison. The H200's
-figures are in docs/results-h200.md."""
+figures are in docs/records/gpu.md."""
 
 from __future__ import annotations
 

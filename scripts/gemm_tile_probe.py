@@ -14,7 +14,7 @@ bring to the attention kernels is measured before they are rewritten for it.
 Prints, per configuration (register block, workgroup tile, staged inner chunk, invocations),
 the median GPU time and GFLOP/s, after checking that configuration's result against NumPy
 at a small size. Needs timestamp queries for the times. The H200 figures are in
-docs/results-h200.md.
+docs/records/gpu.md.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ the emulated float32 GEMM for S = 3 and 4: its error against float64 beside floa
 (NumPy's sgemm), and the time of its passes (slicing A and B, the int8 products, combining).
 --toggle enables a Dawn device toggle (disable_robustness: the ceiling without bounds
 checks). Dawn only, on a GPU with the feature (no CPU driver has it). What it found on an
-H100: docs/results-h200.md.
+H100: docs/records/gpu.md.
 
 What this Dawn (wgpudawn 0.32.0.4) needs, found by this probe: a fragment's offset and
 stride count the array's i32 elements (four int8 each), not int8 elements; and they must be

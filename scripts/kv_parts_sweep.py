@@ -8,7 +8,7 @@ whatever the rule would choose, then runs `python -m py_harness bench` with the 
 after `--` (e.g. `--runtime wgpu --variant fast --seq 32768 --head-dim 128 --causal both --runs 2
 --warmup 1 --no-torch --plot= --numpy-max-seq 0`), and prints bench's rows and per-pass
 lines, each prefixed with P, or the child's error where it failed. This is how
-`Variant.kv_parts`'s rule (the count nearest 256 workgroups) was chosen (docs/results-h200.md)."""
+`Variant.kv_parts`'s rule (the count nearest 256 workgroups) was chosen (docs/records/gpu.md)."""
 
 from __future__ import annotations
 

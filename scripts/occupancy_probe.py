@@ -10,7 +10,7 @@ stays the critical path) and declares an amount of workgroup memory.
 
 Prints, per (workgroup memory, live floats), the GPU time of sms x k workgroups for
 k = 2, 3, 4, 8 relative to k = 1. Needs wgpu (native backend) and timestamp queries.
-The H200 figures are in docs/results-h200.md.
+The H200 figures are in docs/records/gpu.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Which tensor-core shapes the Vulkan driver offers, and which of them reach WGSL.
 
-torch's float32 attention runs on the tensor cores (docs/results-h200.md); WGSL reaches them
+torch's float32 attention runs on the tensor cores (docs/records/gpu.md); WGSL reaches them
 only through subgroup matrices, and only with the types its implementation lets through.
 This prints, per part, each in a process of its own (Dawn and wgpu-native export the same C
 symbols):

@@ -1,6 +1,6 @@
 """Which CUDA kernels torch's float32 scaled_dot_product_attention runs (forward and
 backward), by name from torch.profiler. Run it under Nsight Compute to see which pipes they
-use, as docs/results-h200.md does:
+use, as docs/records/gpu.md does:
 
     ncu -k regex:fmha --metrics sm__inst_executed_pipe_tensor_op_hmma.sum,\
 smsp__sass_thread_inst_executed_op_ffma_pred_on.sum python3 scripts/torch_sdpa_kernels.py \

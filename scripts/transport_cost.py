@@ -10,7 +10,7 @@ takes_blobs switched off).
 Prints per run: the wall time of run_on, the service's own time (service_total_ms: from
 the request's arrival to the outputs, decoding base64 included), the difference, and the
 service's time beyond the compiles and the GPU's (its timings_ms). The first run of each
-runtime also compiles. The H200's figures are in docs/results-h200.md.
+runtime also compiles. The H200's figures are in docs/records/gpu.md.
 """
 
 from __future__ import annotations

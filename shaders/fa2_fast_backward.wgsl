@@ -22,7 +22,7 @@
 //    this is two passes from one body (FfbParts): fa2f_bwd_dv, and fa2f_bwd_dk_dq for dK
 //    and dQ's sums, because one pass holding dK and dV (64 floats per invocation) with the
 //    rest ran one workgroup per SM on the H200 where these run two (6 GEMMs per tile
-//    pair, and faster: docs/results-h200.md). Above 128 each workgroup's two halves
+//    pair, and faster: docs/records/gpu.md). Above 128 each workgroup's two halves
 //    split head_dim (fa2_fast_common.wgsl) in one pass, 5 GEMMs per tile pair: its
 //    workgroups of 512 run one per SM either way, and on the H200 the one pass took 11-12 %
 //    less time than the two (docs/features.md); where the device lacks 512 invocations,

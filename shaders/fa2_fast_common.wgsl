@@ -511,7 +511,7 @@ override FF_ROLLED: bool = false;
 // S block += A rows . B rows over the staged chunk (FF_KC / 4 = 8 steps). Written out step
 // by step where the pass's file sets FF_UNROLL_SCORES (WGSL has no unroll hint): with
 // ff_pv_step's loop written out too, the forward took 11-15 % less time on an H100 through
-// naga and Tint (docs/results-h200.md). Same bits either way.
+// naga and Tint (docs/records/gpu.md). Same bits either way.
 const_assert FF_KC == 32u; // the 8 steps written out below
 fn ff_scores_chunk(acc: mat4x4<f32>, t: vec2<u32>) -> mat4x4<f32> {
     var s = acc;

@@ -232,7 +232,7 @@ def test_seq_k_benchmarks_short_keys_and_wants_an_offset_with_causal(tmp_path: P
 @pytest.mark.needs_runtime("wgpu")
 @pytest.mark.slow
 def test_occupancy_probe_times_each_spread(tmp_path: Path) -> None:
-    """scripts/occupancy_probe.py (docs/results-h200.md quotes it) runs on this adapter:
+    """scripts/occupancy_probe.py (docs/records/gpu.md quotes it) runs on this adapter:
     a time per spread for each config that fits, none for one over the memory limit."""
     import asyncio
 
@@ -253,7 +253,7 @@ def test_occupancy_probe_times_each_spread(tmp_path: Path) -> None:
 @pytest.mark.needs_runtime("wgpu")
 @pytest.mark.slow
 def test_case_overhead_script_times_each_step() -> None:
-    """scripts/case_overhead.py (docs/results-h200.md quotes it) runs: per run, wall, GPU
+    """scripts/case_overhead.py (docs/records/gpu.md quotes it) runs: per run, wall, GPU
     and beyond-GPU times, with the wall at least the GPU time and every step named."""
     script = [sys.executable, str(ROOT / "scripts/case_overhead.py")]
     small = ["--seq", "40", "--heads", "2", "--head-dim", "8", "--runs", "2"]
@@ -272,7 +272,7 @@ def test_case_overhead_script_times_each_step() -> None:
 
 @pytest.mark.needs_runtime("wgpu")
 def test_transport_cost_script_compares_bytes_and_base64() -> None:
-    """scripts/transport_cost.py (docs/results-h200.md quotes it): per run, a line for the
+    """scripts/transport_cost.py (docs/records/gpu.md quotes it): per run, a line for the
     tensors as bytes and one as base64, each with the wall time at least the service's."""
     script = [sys.executable, str(ROOT / "scripts/transport_cost.py"), "--runtime", "wgpu"]
     small = ["--seq", "40", "--seq-k", "24", "--heads", "2", "--head-dim", "8", "--runs", "2"]
@@ -287,7 +287,7 @@ def test_transport_cost_script_compares_bytes_and_base64() -> None:
 
 @pytest.mark.needs_runtime("wgpu")
 def test_kv_parts_sweep_forces_the_count() -> None:
-    """scripts/kv_parts_sweep.py (docs/results-h200.md quotes it) runs bench with the count
+    """scripts/kv_parts_sweep.py (docs/records/gpu.md quotes it) runs bench with the count
     it is given: one part where the rule takes two, so no pass adds copies of dK and dV."""
     shape = ["--seq", "256", "--seq-k", "64", "--heads", "4", "--kv-heads", "1"]
     cfg = AttentionConfig(1, 4, 256, 64, 8, num_kv_heads=1)

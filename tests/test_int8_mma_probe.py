@@ -1,4 +1,4 @@
-"""scripts/int8_mma_probe.py (docs/results-h200.md quotes it): its float32 GEMM emulated on
+"""scripts/int8_mma_probe.py (docs/records/gpu.md quotes it): its float32 GEMM emulated on
 int8 products is as exact as it claims, in its NumPy model and in its slicing and combining
 kernels on this adapter, and the check fails a slip planted in them; without the feature
 it says so and exits. The int8 products themselves need a GPU with Dawn's subgroup

@@ -1,4 +1,4 @@
-"""scripts/gemm_tile_probe.py and scripts/fwd_tile_probe.py (docs/results-h200.md quotes
+"""scripts/gemm_tile_probe.py and scripts/fwd_tile_probe.py (docs/records/gpu.md quotes
 them): their generated kernels compute what they claim on this adapter, for a small and a
 large register block, and their checks fail a kernel with a slip planted in it."""
 

@@ -236,7 +236,7 @@ class Device(ABC):
         """A MAP_READ staging buffer of at least `size` bytes that no read is using: a kept
         one (give_back_readback), else a new one. Kept, not made per read: on the H200
         making a 128 MB one took 29-41 ms (the driver pins host memory), its copy and map
-        3-6 ms (docs/results-h200.md). Two can be in use at once (Device.submit: a
+        3-6 ms (docs/records/gpu.md). Two can be in use at once (Device.submit: a
         forward's outputs on their way while the backward runs)."""
         fits = [b for b in self._readbacks if b.size >= size]
         if fits:
@@ -299,7 +299,7 @@ class Device(ABC):
         ones. The released buffers that none of these take are destroyed first, so a case
         never holds more memory than its own buffers. On the H200 at S = 4096, head_dim 128,
         creating a case's buffers took 16-25 ms and destroying them 19-22 ms (wgpu;
-        docs/results-h200.md). On an error the buffers made or taken so far are destroyed."""
+        docs/records/gpu.md). On an error the buffers made or taken so far are destroyed."""
         spare: dict[tuple[int, tuple[str, ...]], list[Buffer]] = {}
         for buf in self._spares:
             spare.setdefault((buf.size, buf.usage), []).append(buf)

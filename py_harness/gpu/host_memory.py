@@ -12,7 +12,7 @@ with a case's 128 MB of inputs: 10-14 ms with wgpu-py's write_mapped (one thread
 GIL), 6-7 ms with copy_into. Each function takes all of a case's tensors at once: called
 per tensor, a 16 MB one went to two threads and every call paid the threads' start and
 finish (head_dim 64: the check of 64 MB 5-7 ms as four calls, 1.4-2.2 ms as one). NumPy
-releases the GIL in each (docs/results-h200.md).
+releases the GIL in each (docs/records/gpu.md).
 
 CPython with NumPy only: the Pyodide wheel leaves this module out (build_wheel.HOST_ONLY).
 """

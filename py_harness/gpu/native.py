@@ -109,7 +109,7 @@ class NativeDevice(Device):
     def write_buffers(self, writes: list[tuple[Buffer, Bytes]]) -> None:
         """Through one kept MAP_WRITE buffer: mapped, filled, copied from on the GPU. On the
         H200 queue.write_buffer of a case's 128 MB took 23-44 ms (wgpu-native) and 44-56
-        ms (Dawn), each call staging through memory of its own (docs/results-h200.md)."""
+        ms (Dawn), each call staging through memory of its own (docs/records/gpu.md)."""
         data = iter(d for _, d in writes)
         for spans in self.staged([(buf, len(d)) for buf, d in writes]):
             self._upload_group(spans, [next(data) for _ in spans])

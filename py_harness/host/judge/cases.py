@@ -346,7 +346,7 @@ CASES: tuple[Case, ...] = (
     Case(64, 17, 128, large_logits=True, smoke=True),
     Case(32, 5, 17, num_heads=6, num_kv_heads=2, causal=True, large_logits=True),
     # Rows whose scores all lie past exp's float32 range, above and below: an LSE taken as
-    # log(exp(m) l) is infinite there (docs/verdict.md, "Bugs planted blind, third round").
+    # log(exp(m) l) is infinite there (docs/records/verdict.md, third round).
     # head_dim 64: a power-of-two scale, which the seed's K scaling needs to be exact
     Case(64, 40, 77, num_kv_heads=2, causal=True, shifted_scores=True, smoke=True),
     # Long reductions, where a kernel that adds one term at a time is 4-10x less accurate

@@ -143,7 +143,7 @@ def torch_setup() -> tuple[Any, Any, str]:
         return None, None, "torch is not installed (pip install torch): skipping torch SDPA"
     # float32 tensors and no TF32 matmuls. (On sm80+ GPUs torch's memory-efficient SDPA
     # still runs its fp32 GEMMs on tensor cores as 3xTF32 (fp32-accurate): measured with
-    # Nsight Compute on the H200, see docs/results-h200.md. WGSL has no tensor cores.)
+    # Nsight Compute on the H200, see docs/records/gpu.md. WGSL has no tensor cores.)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
