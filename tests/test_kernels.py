@@ -9,21 +9,11 @@ skipped as unsupported; a declared kernel flaw's failure is an expected failure
 (py_harness/host/judge/limitations.py); a stale declaration fails test_limitation.
 """
 
-from __future__ import annotations
-
-from collections.abc import Callable
-
 import pytest
 
-from py_harness.host.judge.cases import Case
-from py_harness.host.judge.limitations import Limitation
+# The matrix's tests are the ones `py-harness check` runs, imported as a project would
+# import them: one definition of each.
+from py_harness.host.matrix_suite import test_case, test_limitation
 
-pytestmark = pytest.mark.browser
-
-
-def test_case(run_case: Callable[[Case], object], matrix_case: Case) -> None:
-    run_case(matrix_case)
-
-
-def test_limitation(check_limitation: Callable[[Limitation], None], limitation: Limitation) -> None:
-    check_limitation(limitation)
+pytestmark = pytest.mark.browser  # a module's mark is its own: the suite's does not come along
+__all__ = ["test_case", "test_limitation"]
