@@ -10,7 +10,7 @@ this project, come from a variant file instead (docs/own-kernels.md).
 from __future__ import annotations
 
 from .config import MAX_HEAD_DIM, ROLES, scratch_elems
-from .shaders import BACKWARD_FILE, FORWARD_FILE
+from .shaders import BACKWARD_FILE, COMMON_FILE, FORWARD_FILE
 from .variant import (
     FEATURES,
     PARTIAL_DQ_MAX,
@@ -59,7 +59,7 @@ SEED = Variant(
     description="the given backward (two passes, no atomics) after our forward",
     forward=Kernel(
         "flash_fwd",
-        (FORWARD_FILE,),
+        (COMMON_FILE, FORWARD_FILE),
         {
             0: ("q", RO),
             1: ("k", RO),
@@ -76,7 +76,7 @@ SEED = Variant(
     backward=(
         Kernel(
             "flash_bwd_dq",
-            (FORWARD_FILE, BACKWARD_FILE),
+            (COMMON_FILE, BACKWARD_FILE),
             {
                 0: ("q", RO),
                 1: ("k", RO),
@@ -94,7 +94,7 @@ SEED = Variant(
         ),
         Kernel(
             "flash_bwd_dk_dv",
-            (FORWARD_FILE, BACKWARD_FILE),
+            (COMMON_FILE, BACKWARD_FILE),
             {
                 0: ("q", RO),
                 1: ("k", RO),
@@ -149,12 +149,12 @@ def _fast(
     would be f16 partial sums, where its arithmetic is float32)."""
     cols = head_dim  # output columns per workgroup: fa2_fast_common.wgsl's FF_WG_COLS
     io_file = f"fa2_fast_{io}.wgsl"  # first: an `enable` precedes every declaration
-    base = (io_file, FORWARD_FILE, f"fa2_fast_d{head_dim}.wgsl", "fa2_fast_common.wgsl")
+    base = (io_file, COMMON_FILE, f"fa2_fast_d{head_dim}.wgsl", "fa2_fast_common.wgsl")
     fwd, bwd = (*base, "fa2_fast_forward.wgsl"), (*base, "fa2_fast_backward.wgsl")
     # The row passes (Delta, the sums) use no tiles: above 128 they are the 128 family's
     # modules, compiled once for both.
     rows_family = f"fa2_fast_d{min(head_dim, 128)}.wgsl"
-    rows_base = (io_file, FORWARD_FILE, rows_family, "fa2_fast_common.wgsl")
+    rows_base = (io_file, COMMON_FILE, rows_family, "fa2_fast_common.wgsl")
     row_passes = (*rows_base, "fa2_fast_backward.wgsl")
     invocations = FAST_INVOCATIONS[head_dim]
     seqlens = {13: ("seqlens", UNIFORM)}  # every entry point reads its sequence's view

@@ -1,9 +1,10 @@
 """WGSL sources of the kernels and how they compose into shader modules.
 
-A module is one or more .wgsl files joined in order (kernels.py says which). The seed's
-forward file compiles alone; its backward module is the forward file followed by the
-backward file (the backward calls the forward's hash3 / dropout_scale). Compile messages
-are mapped back from module lines to file:line:column.
+A module is one or more .wgsl files joined in order (kernels.py says which). Every module
+starts with fa2_common.wgsl (the params struct, the mask, the dropout hash, visibility,
+the softcap); the seed's forward module adds the forward file, its backward module the
+given backward file (which calls hash3 / dropout_scale). Compile messages are mapped back
+from module lines to file:line:column.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from functools import cached_property
 
 from . import wgsl_source
 
+COMMON_FILE = "fa2_common.wgsl"  # first in every module (after an `enable` file)
 FORWARD_FILE = "flash_attention_v2.wgsl"
 BACKWARD_FILE = "flash_attention_v2_backward.wgsl"
 

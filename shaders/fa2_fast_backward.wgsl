@@ -1,7 +1,8 @@
 // ============================================================================
 // FLASH ATTENTION V2, register-tiled ("fast" variant) - backward pass
 // ============================================================================
-// Module: flash_attention_v2.wgsl, fa2_fast_d64/d128/d256.wgsl, fa2_fast_common.wgsl, this.
+// Module: fa2_fast_f32/f16.wgsl, fa2_common.wgsl, fa2_fast_d64/d128/d256.wgsl,
+// fa2_fast_common.wgsl, this.
 // Uses the forward's LSE instead of recomputing it. Three passes, no atomics, so every
 // run gives the same bits:
 // 1. fa2f_bwd_pre: scratch row stats [Delta, LSE], Delta = dO . O (O and LSE of the forward).

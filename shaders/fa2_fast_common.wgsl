@@ -2,8 +2,9 @@
 // FLASH ATTENTION V2, register-tiled ("fast" variant) - shared building blocks
 // ============================================================================
 // Conventions (layout, masking, window, GQA, dropout, empty rows) are those of
-// flash_attention_v2.wgsl, which comes first in every module of this variant: its
-// params and mask bindings (fa2_params, fa2_mask) and fa2_pcg are reused
+// flash_attention_v2.wgsl. fa2_common.wgsl comes first in every module of this variant
+// (after fa2_fast_f32.wgsl or fa2_fast_f16.wgsl): its params and mask bindings
+// (fa2_params, fa2_mask) and fa2_pcg are reused
 // (ff_keep4 is dropout_scale for four pairs, checked bit for bit by the dropout cases). Then one of
 // fa2_fast_d64.wgsl / d128 / d256 (FF_NCOL, FF_VK, FF_KC, FF_AS, FF_SPLIT, FF_SMEM), this file, and
 // fa2_fast_forward.wgsl or fa2_fast_backward.wgsl, which each define
@@ -118,8 +119,7 @@ fn ff_stat_row(b: u32, h: u32, qi: u32) -> u32 {
     return s.stat0 + h * s.stat_h + qi;
 }
 
-// Q, K, V read as vec4s (flash_attention_v2.wgsl's fa2_q/k/v are the same buffers as
-// floats). The runner rounds every input buffer up to 16 bytes, so a view ends no earlier
+// Q, K, V read as vec4s (flash_attention_v2.wgsl reads the same buffers as floats). The runner rounds every input buffer up to 16 bytes, so a view ends no earlier
 // than the floats do.
 // Their element type ff_io (f32, or f16 in the fast_f16 variant) is the module's first
 // file's (fa2_fast_f32.wgsl, fa2_fast_f16.wgsl); each load widens to float32.

@@ -1,7 +1,8 @@
 // ============================================================================
 // FLASH ATTENTION V2, register-tiled ("fast" variant) - forward pass
 // ============================================================================
-// Module: flash_attention_v2.wgsl, fa2_fast_d64/d128/d256.wgsl, fa2_fast_common.wgsl, this.
+// Module: fa2_fast_f32/f16.wgsl, fa2_common.wgsl, fa2_fast_d64/d128/d256.wgsl,
+// fa2_fast_common.wgsl, this.
 // Writes O and LSE exactly as flash_fwd does (same layout, masking, empty rows); also
 // variable-length batches, in FlashAttention-2's packed layout (fa2_fast_common.wgsl).
 // Per key tile of 64: S = (scale Q) K^T in 4x4 register blocks; the row max over the

@@ -10,7 +10,7 @@ from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.paths import shader_sources
 from py_harness.host.runtimes.sessions import Session
 from py_harness.host.wire import run_on
-from py_harness.shaders import BACKWARD_FILE, FORWARD_FILE
+from py_harness.shaders import BACKWARD_FILE, COMMON_FILE, FORWARD_FILE
 
 pytestmark = pytest.mark.browser
 
@@ -23,7 +23,9 @@ def broken(file: str, line_no: int) -> tuple[dict[str, str], int]:
     return {**sources, file: "\n".join(lines)}, line_no
 
 
-@pytest.mark.parametrize(("file", "line_no"), [(FORWARD_FILE, 160), (BACKWARD_FILE, 200)])
+@pytest.mark.parametrize(
+    ("file", "line_no"), [(COMMON_FILE, 60), (FORWARD_FILE, 120), (BACKWARD_FILE, 200)]
+)
 def test_compile_error_names_file_line_and_column(
     harness: Session, file: str, line_no: int
 ) -> None:
@@ -36,7 +38,7 @@ def test_compile_error_names_file_line_and_column(
 
 
 def test_harness_keeps_working_after_an_error(harness: Session) -> None:
-    sources, _ = broken(FORWARD_FILE, 160)
+    sources, _ = broken(FORWARD_FILE, 120)
     with pytest.raises(ShaderCompileError):
         run_on(harness, CONTROL.config(), make_inputs(CONTROL), sources=sources)
     reply = run_on(harness, CONTROL.config(), make_inputs(CONTROL))

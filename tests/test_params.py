@@ -36,7 +36,7 @@ def wgsl_struct_layout(source: str, name: str) -> tuple[list[tuple[str, int, str
 @pytest.mark.parametrize(
     ("file", "struct_name"),
     [
-        ("flash_attention_v2.wgsl", "FlashParams"),
+        ("fa2_common.wgsl", "FlashParams"),
         ("flash_attention_v2_backward.wgsl", "FlashBwdParams"),
     ],
 )
@@ -55,7 +55,7 @@ def test_every_field_offset_matches_wgsl(file: str, struct_name: str) -> None:
         assert dict(PARAM_FIELDS)[fname] == code, f"{fname}: type code"
     # A uniform buffer's size must be a multiple of 16 and cover the struct.
     assert size <= PARAMS_SIZE and PARAMS_SIZE % 16 == 0
-    if file == "flash_attention_v2.wgsl":
+    if file == "fa2_common.wgsl":
         assert size == PARAMS_SIZE
 
 

@@ -180,13 +180,13 @@ def test_a_compile_error_from_a_page_comes_back_as_itself() -> None:
 def test_a_shaders_folder_needs_the_files_of_the_judged_variants_only(
     pytester: pytest.Pytester,
 ) -> None:
-    """A team editing the seed's two files points --shaders at a folder of those two; it
-    used to be refused for lacking the fast variant's six."""
+    """A team editing the seed's files points --shaders at a folder of those three; it
+    used to be refused for lacking the fast variant's."""
     from py_harness.host.paths import SHADER_DIR
 
     folder = pytester.path / "my_wgsl"
     folder.mkdir()
-    for name in ("flash_attention_v2.wgsl", "flash_attention_v2_backward.wgsl"):
+    for name in ("fa2_common.wgsl", "flash_attention_v2.wgsl", "flash_attention_v2_backward.wgsl"):
         (folder / name).write_text((SHADER_DIR / name).read_text())
     pytester.makepyfile("def test_nothing(variant):\n    assert variant == 'seed'\n")
     pytester.runpytest("--shaders", folder, "--variant", "seed").assert_outcomes(passed=1)
@@ -207,7 +207,7 @@ def test_a_session_in_this_process_leaves_the_variants_as_it_found_them(
 
     folder = pytester.path / "my_wgsl"
     folder.mkdir()
-    for name in ("flash_attention_v2.wgsl", "flash_attention_v2_backward.wgsl"):
+    for name in ("fa2_common.wgsl", "flash_attention_v2.wgsl", "flash_attention_v2_backward.wgsl"):
         (folder / name).write_text((SHADER_DIR / name).read_text())
     before = (variants.names(), variants.sources("fast"))
     example = Path(__file__).parents[1] / "examples" / "packed-kv" / "kernels" / "packed_kv.toml"

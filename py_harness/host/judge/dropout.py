@@ -1,4 +1,4 @@
-"""Bit-exact NumPy port of the dropout hash in shaders/flash_attention_v2.wgsl.
+"""Bit-exact NumPy port of the dropout hash in shaders/fa2_common.wgsl.
 
 WGSL u32 arithmetic wraps modulo 2**32; NumPy uint32 *array* arithmetic does the
 same without warnings (only NumPy uint32 *scalars* warn on overflow), so every

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...shaders import BACKWARD_FILE, FORWARD_FILE
+from ...shaders import BACKWARD_FILE, COMMON_FILE, FORWARD_FILE
 
 FAST_COMMON = "fa2_fast_common.wgsl"
 FAST_FWD = "fa2_fast_forward.wgsl"
@@ -194,7 +194,7 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     ),
     _fast(
         "softcap-clamp",
-        FORWARD_FILE,
+        COMMON_FILE,
         "let xc = clamp(x, vec4<f32>(-15.0), vec4<f32>(15.0));",
         "let xc = clamp(x, vec4<f32>(-1.5), vec4<f32>(1.5));",
     ),
@@ -203,7 +203,7 @@ FAST_MUTANTS: tuple[Mutant, ...] = (
     # every score (`py-harness explore` found the kernels so, with the builtin)
     _fast(
         "tanh-exp-near-zero",
-        FORWARD_FILE,
+        COMMON_FILE,
         "return select(large, small, a < vec4<f32>(FA2_TANH_SMALL));",
         "return large;",
     ),
@@ -798,7 +798,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("bwd-dq-missing-scale", BACKWARD_FILE, "- delta) * p.scale;", "- delta);"),
     Mutant("bwd-dk-missing-scale", BACKWARD_FILE, "- stats.x) * p.scale;", "- stats.x);"),
     # off-by-one at a mask edge
-    Mutant("fwd-causal-edge", FORWARD_FILE, "d <= p.key_right;", "d < p.key_right;"),
+    Mutant("fwd-causal-edge", COMMON_FILE, "d <= p.key_right;", "d < p.key_right;"),
     Mutant(
         "bwd-causal-edge",
         BACKWARD_FILE,
@@ -851,7 +851,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "fwd-window-range",
-        FORWARD_FILE,
+        COMMON_FILE,
         "p.query_shift - p.key_left;",
         "p.query_shift - p.key_left + 1;",
     ),
@@ -897,7 +897,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # a weight whose u equals p dropped (dropout keeps it: drop iff u < p)
     Mutant(
         "dropout-keep-edge",
-        FORWARD_FILE,
+        COMMON_FILE,
         "if (u < p) { return 0.0; }",
         "if (u <= p) { return 0.0; }",
     ),

@@ -303,7 +303,7 @@ class Node:
 
 # In order of their cold start, which is the order "all" runs them in: the first verdict of
 # a run comes from the quickest (measured by `check --variant seed --case
-# d64-sq128-sk128-b2-h4` per runtime; the figures are in docs/records/ci.md and docs/records/runtimes.md).
+# d64-sq128-sk128-b2-h4` per runtime; the figures: docs/records/ci.md, runtimes.md).
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Wgpu(), Dawn(), Node(), Firefox(), Chromium())}
 
 
