@@ -31,7 +31,7 @@ import numpy as np
 
 from py_harness import config, runner
 from py_harness.config import AttentionConfig
-from py_harness.gpu import host_memory, native
+from py_harness.host.gpu import host_memory, native
 from py_harness.host.paths import shader_sources
 from py_harness.kernels import variant
 

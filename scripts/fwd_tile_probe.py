@@ -20,8 +20,8 @@ import asyncio
 import numpy as np
 
 from py_harness.gpu.device import Device
-from py_harness.gpu.native import request_device
 from py_harness.host.arg_types import positive_int
+from py_harness.host.gpu.native import request_device
 from py_harness.host.paths import SHADER_DIR
 from py_harness.host.wgsl_decls import function_source
 from py_harness.timing import run_kernel

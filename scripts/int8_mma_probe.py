@@ -43,9 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from py_harness.gpu import native
 from py_harness.gpu.device import Device
 from py_harness.host.arg_types import positive_int
+from py_harness.host.gpu import native
 from py_harness.timing import run_kernel
 
 FEATURE = "chromium-experimental-subgroup-matrix"

@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Iterable
 
 from py_harness.gpu.device import ComputePass, Device
-from py_harness.gpu.native import request_device
+from py_harness.host.gpu.native import request_device
 from py_harness.shaders import ShaderModuleSource
 from py_harness.timing import TimingPlan, time_passes
 

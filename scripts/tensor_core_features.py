@@ -154,7 +154,7 @@ def _cooperative_matrices(fn_address: int, device: C.c_void_p) -> list[str]:
 def dawn_part() -> None:
     from wgpudawn.backends.dawn import extras  # type: ignore[import-not-found]
 
-    from py_harness.gpu import native
+    from py_harness.host.gpu import native
 
     extras.set_instance_extras(enable_toggles=["allow_unsafe_apis"])  # before native.load
     adapter = native.load("dawn").gpu.request_adapter_sync(power_preference="high-performance")
@@ -174,7 +174,7 @@ def dawn_part() -> None:
 
 
 def wgpu_part() -> None:
-    from py_harness.gpu import native
+    from py_harness.host.gpu import native
 
     adapter = native.load("wgpu").gpu.request_adapter_sync(power_preference="high-performance")
     wanted = ("shader-f16", "subgroup", "cooperative-matrix")

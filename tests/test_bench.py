@@ -236,7 +236,7 @@ def test_occupancy_probe_times_each_spread(tmp_path: Path) -> None:
     a time per spread for each config that fits, none for one over the memory limit."""
     import asyncio
 
-    from py_harness.gpu.native import request_device
+    from py_harness.host.gpu.native import request_device
 
     probe = script_module("occupancy_probe")
 

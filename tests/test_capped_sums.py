@@ -41,7 +41,7 @@ async def _capped_report(impl: str) -> list[dict]:
     """Per case: the split the runner chose under the lowered binding, and each output's
     verdict (in a child process of the runtime's environment, as tests/native_child.py)."""
     from py_harness import runner
-    from py_harness.gpu import native
+    from py_harness.host.gpu import native
     from py_harness.host.judge.inputs import make_inputs
     from py_harness.host.judge.verdict import judge_outputs
     from py_harness.host.paths import shader_sources

@@ -17,8 +17,8 @@ from py_harness.config import (
     validate,
     validate_sizes,
 )
-from py_harness.gpu import host_memory
 from py_harness.gpu.device import NoAdapterError
+from py_harness.host.gpu import host_memory
 from py_harness.host.judge.cases import CASES, CONTROL
 from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.wire import run_on

@@ -27,7 +27,7 @@ BHSD = Path(__file__).resolve().parents[1] / "examples/bhsd-attention/kernels"
 @pytest.fixture(params=["struct", "numpy"])
 def converters(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each test below with the page's conversions (struct) and a host backend's (NumPy)."""
-    from py_harness.gpu import host_memory
+    from py_harness.host.gpu import host_memory
 
     pair = {
         "struct": (dtypes._struct_to_f16, dtypes._struct_from_f16),
@@ -39,7 +39,7 @@ def converters(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_both_conversions_give_the_same_bits() -> None:
-    from py_harness.gpu import host_memory
+    from py_harness.host.gpu import host_memory
 
     every_f16 = np.arange(1 << 16, dtype=np.uint16).tobytes()
     wide = host_memory.f32_from_f16(every_f16)

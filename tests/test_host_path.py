@@ -1,6 +1,6 @@
 """The host side of a case on the native backends: buffers reused from one case to the next
 (Device.acquire_buffers / release_buffers), and the threaded copies and finite check
-(gpu/host_memory.py)."""
+(host/gpu/host_memory.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 from py_harness import config, runner
 from py_harness.config import AttentionConfig
-from py_harness.gpu import host_memory
 from py_harness.gpu.device import KEPT_READBACKS, Buffer
 from py_harness.host import variants
+from py_harness.host.gpu import host_memory
 from py_harness.host.judge.cases import Case
 from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.paths import shader_sources
@@ -112,7 +112,7 @@ async def _reuse_report(impl: str) -> dict[str, bool]:
     it loads): a case run after another of its shape, on that one's buffers (which hold its
     inputs and outputs), against the same case on a new device; and a reused buffer that
     was written read back."""
-    from py_harness.gpu import native
+    from py_harness.host.gpu import native
 
     cfg = AttentionConfig(1, 2, 37, 70, 24, causal=True)
     rng = np.random.default_rng(5)

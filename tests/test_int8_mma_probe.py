@@ -43,7 +43,7 @@ def test_four_slices_are_as_exact_as_float32_and_three_are_not() -> None:
 
 @pytest.mark.needs_runtime("wgpu")
 def test_slicing_and_combining_kernels_match_the_model_and_a_slip_fails() -> None:
-    from py_harness.gpu.native import request_device
+    from py_harness.host.gpu.native import request_device
 
     probe = script_module("int8_mma_probe")
     slices, size = 4, 128

@@ -38,8 +38,8 @@ async def _forms_report(impl: str) -> list[dict[str, Any]]:
     import numpy as np
 
     from py_harness import runner
-    from py_harness.gpu import native
     from py_harness.gpu.device import rolls_loops
+    from py_harness.host.gpu import native
     from py_harness.host.paths import shader_sources
     from py_harness.kernels import variant
     from py_harness.variant import Kernel

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.needs_runtime("wgpu")
 @pytest.fixture
 def request_wgpu():
     """native.request_device (imported once wgpu is known to run here: needs_runtime)."""
-    from py_harness.gpu.native import request_device
+    from py_harness.host.gpu.native import request_device
 
     return request_device
 

@@ -24,7 +24,7 @@ const NODE_MODULES = process.env.HARNESS_NODE_MODULES || path("node_modules");
 const DIST = process.env.HARNESS_DIST_DIR || path("build/dist");
 const say = (fields) => process.stdout.write("\x1e" + JSON.stringify(fields) + "\n");
 const BUILD_HINT = "Build it with: python -m py_harness.host.serving.build_wheel";
-// Dawn rounds timestamp queries to 2^16 ns steps unless told not to (gpu/native.py says
+// Dawn rounds timestamp queries to 2^16 ns steps unless told not to (host/gpu/native.py says
 // why); Chromium under --enable-webgpu-developer-features, as the chromium runtime runs
 // it, does not round them either. Dawn for Node keeps the last of a repeated option, so
 // the toggles the host turns off (on SwiftShader: gpu/device.py) join this one.

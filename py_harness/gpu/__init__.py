@@ -1,7 +1,7 @@
 """A small async WebGPU layer with spec names.
 
 `Device` is the interface; `browser` (navigator.gpu through Pyodide's JS bridge) and
-`native` (wgpu-py) implement it. Kernels and runners use only this interface.
+host/gpu/native.py (wgpu-py, host-only) implement it. Kernels and runners use only this interface.
 """
 
 from .device import (

@@ -130,7 +130,7 @@ class Span:
 KEPT_READBACKS = 2
 
 # What a read returns and a write takes: bytes, a memoryview of host memory (the native
-# backends' threaded copy, gpu/host_memory.py) or a JS array in the browser (browser.JsBytes);
+# backends' threaded copy, host/gpu/host_memory.py) or a JS array in the browser (browser.JsBytes);
 # each reads as a buffer and has a len() in bytes.
 Bytes = bytes | memoryview | collections.abc.Buffer
 

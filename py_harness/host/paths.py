@@ -1,7 +1,7 @@
 """Where the host side finds its files, in a checkout or in an installed distribution.
 
 In a checkout, shaders/ and web/ sit beside the package and outputs go to build/. An
-installed distribution carries shaders/ and web/ inside the package (py_harness/_data/,
+installed distribution carries shaders/ and web/ inside the package (py_harness/host/_data/,
 pyproject's force-include), builds the Pyodide wheel into a per-user cache, and writes
 results under the current folder's build/. The npm packages (Pyodide, Dawn for Node) come
 from HARNESS_NODE_MODULES, else a checkout's or the current folder's node_modules/, else the
@@ -17,7 +17,7 @@ from .. import __version__
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 _CHECKOUT = PACKAGE_DIR.parent
-_DATA = PACKAGE_DIR / "_data"
+_DATA = Path(__file__).resolve().parent / "_data"
 # A checkout runs its own files (edited shaders take effect without reinstalling).
 IN_CHECKOUT = (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "shaders").is_dir()
 

@@ -1,5 +1,5 @@
 """`python -m py_harness.host.runtimes.native_worker IMPLEMENTATION`: the harness service on a
-native backend (gpu/native.py: "dawn" or "wgpu") in a child process of its own, speaking
+native backend (host/gpu/native.py: "dawn" or "wgpu") in a child process of its own, speaking
 the worker protocol of workers.py on stdin / stdout.
 
 The device is requested before the ready line, so a missing driver fails the start with

@@ -93,10 +93,10 @@ class _AdapterName:
 
 
 def native_service(implementation: str) -> HarnessService:
-    """The harness service on a native backend ("wgpu" or "dawn", gpu/native.py), with
+    """The harness service on a native backend ("wgpu" or "dawn", host/gpu/native.py), with
     WGSL read from shaders/ where a request brings none."""
-    from ...gpu import native
     from ...service import HarnessService
+    from ..gpu import native
 
     async def load_source(name: str) -> str:
         return (paths.SHADER_DIR / name).read_text()

@@ -8,9 +8,11 @@ Outputs (served under ``/dist/``; host/paths.py's dist_dir: build/dist/ in a che
   pyodide-lock.json   (Pyodide's own lock + a ``py-harness`` entry)
   pyodide-snapshot.bin  (Pyodide's memory after start-up, where Node can make it: snapshot.py)
 
-The wheel holds only what runs in the page (IN_BROWSER): not host/ (NumPy, browsers, the
-CLI), not gpu/native.py (wgpu), not __main__.py. It is zipped here, file by file with fixed
-timestamps, so the same sources give the same bytes and no build backend is needed.
+The wheel holds what runs in the page: py_harness/ minus host/ (NumPy, wgpu, browsers, the
+CLI, the installed data) and minus __main__.py, the command's entry point, which `python -m
+py_harness` needs at the package's top and which imports the host's CLI. It is zipped here,
+file by file with fixed timestamps, so the same sources give the same bytes and no build
+backend is needed.
 
 The lock entry's ``file_name`` is the bare wheel name (``--base-path`` = the wheel's folder).
 Pyodide 314 resolves a relative ``file_name`` as ``new URL(file_name, packageBaseUrl)``;
@@ -46,8 +48,9 @@ from .snapshot import ensure_snapshot
 LOCK_NAME = "py-harness"  # key in pyodide-lock.json and the name given to loadPackage()
 # Bump when the build recipe changes so old stamps stop matching.
 RECIPE_VERSION = "2"
-# Host-only parts of the package: never in the Pyodide wheel.
-HOST_ONLY = ("host", "_data", "__main__.py", "gpu/native.py", "gpu/host_memory.py")
+# The package's host-only folder, and the one host-only file outside it (the entry point).
+HOST_DIR = "host"
+ENTRY_POINT = "__main__.py"
 
 HOW_TO_BUILD = (
     "Fetch Pyodide with `py-harness setup` (or `npm ci` in a checkout), then run "
@@ -68,10 +71,11 @@ class BuildResult:
 
 
 def in_browser_files() -> Iterator[Path]:
-    """The package's files that run in the page, in a stable order."""
+    """The package's files that run in the page, in a stable order: all but host/ and the
+    entry point."""
     for path in sorted(paths.PACKAGE_DIR.rglob("*.py")):
-        rel = path.relative_to(paths.PACKAGE_DIR).as_posix()
-        if "__pycache__" in rel or any(rel == h or rel.startswith(h + "/") for h in HOST_ONLY):
+        rel = path.relative_to(paths.PACKAGE_DIR)
+        if rel.parts[0] in (HOST_DIR, ENTRY_POINT) or "__pycache__" in rel.parts:
             continue
         yield path
 

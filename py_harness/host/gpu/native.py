@@ -15,10 +15,8 @@ import re
 from types import ModuleType
 from typing import Any
 
-from .. import dtypes
-from ..shaders import ShaderModuleSource, format_compile_messages
-from . import host_memory
-from .device import (
+from ... import dtypes
+from ...gpu.device import (
     OPTIONAL_FEATURES,
     REQUIRED_LIMITS,
     SWIFTSHADER_DAWN_DISABLED_TOGGLES,
@@ -39,6 +37,8 @@ from .device import (
     staged_bytes,
     usage_flags,
 )
+from ...shaders import ShaderModuleSource, format_compile_messages
+from . import host_memory
 
 # f16 tensors cross in this process: NumPy's conversions (the same bits as struct's, which
 # the page keeps) instead of a Python float per value.

@@ -14,7 +14,7 @@ per tensor, a 16 MB one went to two threads and every call paid the threads' sta
 finish (head_dim 64: the check of 64 MB 5-7 ms as four calls, 1.4-2.2 ms as one). NumPy
 releases the GIL in each (docs/records/gpu.md).
 
-CPython with NumPy only: the Pyodide wheel leaves this module out (build_wheel.HOST_ONLY).
+CPython with NumPy only: the Pyodide wheel leaves host/ out (build_wheel.in_browser_files).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .device import Bytes
+from ...gpu.device import Bytes
 
 THREADS = max(1, min(8, os.cpu_count() or 1))
 # Below this, one thread: handing out the work costs more than it saves. Small enough that
