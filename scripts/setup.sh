@@ -55,4 +55,4 @@ if [ ! -e node_modules/pyodide/pyodide.mjs ] || [ ! -e node_modules/webgpu/packa
   npm ci --silent --no-audit --no-fund --ignore-scripts
 fi
 
-.venv/bin/python -m py_harness.host.serving.build_wheel
+.venv/bin/python -m py_harness.host.dist.build_wheel

@@ -21,8 +21,8 @@ import time
 import numpy as np
 
 from py_harness.config import AttentionConfig
+from py_harness.host.dist.build_wheel import build
 from py_harness.host.runtimes.registry import runtime
-from py_harness.host.serving.build_wheel import build
 from py_harness.host.serving.server import start_server, stop
 from py_harness.host.wire import run_on
 

@@ -1,6 +1,9 @@
-"""The package's architecture, checked from the source: the in-browser part imports nothing
-of the host's, judging imports no runtime, and no two modules import each other, directly or
-round a loop (function-level imports count: a cycle by lazy import is still a cycle)."""
+"""The package's architecture, checked from the source: the Pyodide wheel is the package
+minus host/ and imports nothing of the host's, each pair of host/ folders that README's
+"How it fits together" keeps apart stays apart (judging imports no runtime, runtimes/ and
+serving/ import nothing of each other, only the command and the plugin import tools/), and
+no two modules import each other, directly or round a loop (function-level imports count:
+a cycle by lazy import is still a cycle)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ import re
 import tomllib
 from pathlib import Path
 
-from py_harness.host.serving.build_wheel import in_browser_files
+import pytest
+
+from py_harness.host.dist.build_wheel import in_browser_files
 
 PACKAGE = Path(__file__).resolve().parents[1] / "py_harness"
 
@@ -72,12 +77,57 @@ def test_the_pyodide_wheel_imports_no_host_code_nor_host_libraries() -> None:
             )
 
 
-def test_judging_imports_no_runtime_tool_or_server() -> None:
-    for module, deps in _graph().items():
-        if module.startswith("py_harness.host.judge"):
-            above = ("runtimes", "tools", "serving", "engine", "pytest_plugin", "cli")
-            bad = {d for d in deps if d.startswith(tuple(f"py_harness.host.{a}" for a in above))}
-            assert not bad, f"{module} imports {bad}"
+HOST = "py_harness.host"
+
+
+def _under(module: str, parts: tuple[str, ...]) -> bool:
+    """Whether `module` is one of host/'s `parts` (a folder or a module) or inside one."""
+    return any(module == f"{HOST}.{p}" or module.startswith(f"{HOST}.{p}.") for p in parts)
+
+
+# The folder pairs README's "How it fits together" draws: (who, may not import, why).
+SEPARATIONS = [
+    (
+        ("judge",),
+        ("runtimes", "tools", "serving", "engine", "pytest_plugin", "cli"),
+        "judging takes arrays: it runs nothing on a session",
+    ),
+    (("runtimes",), ("serving",), "runtimes and serving meet only below both"),
+    (("serving",), ("runtimes",), "runtimes and serving meet only below both"),
+    (
+        ("gpu", "exchange", "dist"),
+        ("runtimes", "serving", "engine", "tools", "pytest_plugin", "cli"),
+        "what runtimes and serving share lies below both",
+    ),
+]
+TOOL_USERS = ("tools", "cli", "pytest_plugin")
+
+
+@pytest.mark.parametrize(
+    ("who", "forbidden", "why"), SEPARATIONS, ids=["+".join(who) for who, _, _ in SEPARATIONS]
+)
+def test_folders_import_only_what_the_layout_allows(
+    who: tuple[str, ...], forbidden: tuple[str, ...], why: str
+) -> None:
+    bad = [
+        f"{module} imports {dep}"
+        for module, deps in sorted(_graph().items())
+        if _under(module, who)
+        for dep in sorted(deps)
+        if _under(dep, forbidden)
+    ]
+    assert not bad, f"{why}: " + "; ".join(bad)
+
+
+def test_tools_are_imported_by_the_command_and_the_plugin_only() -> None:
+    bad = [
+        f"{module} imports {dep}"
+        for module, deps in sorted(_graph().items())
+        if not _under(module, TOOL_USERS)
+        for dep in sorted(deps)
+        if _under(dep, ("tools",))
+    ]
+    assert not bad, "tools/ sit on top, reached through cli/ or the plugin: " + "; ".join(bad)
 
 
 def test_no_import_cycles() -> None:

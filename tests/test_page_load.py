@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from py_harness.host import paths
-from py_harness.host.serving import build_wheel, server, snapshot
+from py_harness.host.dist import build_wheel, snapshot
+from py_harness.host.serving import server
 
 pytestmark = pytest.mark.browser
 
@@ -38,7 +39,7 @@ def test_timings_recorded(page: Any) -> None:
 
 def test_pyodide_starts_from_the_snapshot(page: Any) -> None:
     """Where the build could make one (Node is there: setup installs it), Pyodide restores
-    its memory after start-up instead of starting Python (host/serving/snapshot.py)."""
+    its memory after start-up instead of starting Python (host/dist/snapshot.py)."""
     if not (paths.dist_dir() / snapshot.SNAPSHOT_NAME).is_file():
         pytest.skip("no Pyodide snapshot was built (no Node)")
     timings = page.evaluate("() => window.harnessTimings")

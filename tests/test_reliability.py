@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from py_harness.config import ConfigError
-from py_harness.host import paths, variants
+from py_harness.host import exchange, paths, variants
+from py_harness.host.dist import snapshot
 from py_harness.host.engine import evaluate
 from py_harness.host.judge.cases import CONTROL, Case
 from py_harness.host.judge.inputs import make_inputs
-from py_harness.host.runtimes import exchange, sessions
+from py_harness.host.runtimes import sessions
 from py_harness.host.runtimes.sessions import (
     BrowserSession,
     PageError,
@@ -21,7 +22,6 @@ from py_harness.host.runtimes.sessions import (
     Session,
     staged_blobs,
 )
-from py_harness.host.serving import snapshot
 from py_harness.host.wire import run_on, tensor_blobs
 
 # Its tests crash, hang and rewire their sessions: none is handed to the next module.
@@ -31,7 +31,7 @@ SMALL = Case(16, 17, 17, num_heads=2, num_kv_heads=2)
 
 def test_pyodide_runtimes_start_from_the_snapshot(harness: Session) -> None:
     """Chromium, Firefox and Node run the page's Python in Pyodide: each restores Pyodide's
-    memory from the build's snapshot (host/serving/snapshot.py) instead of starting Python."""
+    memory from the build's snapshot (host/dist/snapshot.py) instead of starting Python."""
     timings = getattr(harness, "load_timings", {})
     if "pyodideLoadMs" not in timings:
         pytest.skip(f"{harness.runtime} runs no Pyodide")

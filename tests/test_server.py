@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from py_harness.host import paths
-from py_harness.host.runtimes import exchange
+from py_harness.host import exchange, paths
 from py_harness.host.serving import server
 
 SECRET = "TOP-SECRET-do-not-serve"
@@ -173,7 +172,7 @@ def test_default_routes_refuse_repo_files() -> None:
 
 
 def test_built_wheel_excludes_host_and_is_in_lock() -> None:
-    build_wheel = pytest.importorskip("py_harness.host.serving.build_wheel")
+    build_wheel = pytest.importorskip("py_harness.host.dist.build_wheel")
     if not build_wheel.input_lock().exists():
         pytest.skip("node_modules/pyodide missing (run `npm ci`)")
     result = build_wheel.build(log=lambda _msg: None)

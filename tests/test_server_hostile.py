@@ -308,7 +308,7 @@ KINDS = [
             b"Content-Length: 2\r\nTransfer-Encoding: identity\r\nConnection: close\r\n\r\n{}"
         ),
     ),
-    kind(  # reply slots (runtimes/exchange.py): only ones this process's sessions opened
+    kind(  # reply slots (host/exchange.py): only ones this process's sessions opened
         "post-to-no-reply-slot",
         404,
         post("/exchange/made-up-token", b"\x00" * 8, ctype="application/octet-stream"),

@@ -33,7 +33,7 @@ def _sha(path: str) -> str:
 
 @pytest.mark.slow
 def test_fifty_clients_get_complete_correct_responses(harness_server: str) -> None:
-    from py_harness.host.serving.build_wheel import build
+    from py_harness.host.dist.build_wheel import build
 
     built = build(log=lambda _msg: None)
     host, port = urlsplit(harness_server).hostname, urlsplit(harness_server).port

@@ -175,7 +175,7 @@ export function makeVariantRefusal(booting) {
   };
 }
 
-// A JSON text and blobs (Uint8Arrays) as one frame, as py_harness/host/runtimes/exchange.py
+// A JSON text and blobs (Uint8Arrays) as one frame, as py_harness/host/exchange.py
 // packs them: u32 text length, u32 blob count, a u32 length per blob (little-endian), the
 // text padded with spaces to 4 bytes, the blobs. packFrame gives a Blob (no copy here).
 const FRAME_ALIGN = 4;

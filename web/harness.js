@@ -4,7 +4,7 @@
 //   window.runHarness(entry, requestJson) -> [status, value, stack], never rejects
 //       (harness-core.mjs says what they hold)
 //   window.runHarnessFrom(entry, url) -> the same, with the request JSON fetched from url:
-//       how the host sends large requests (py_harness/host/runtimes/exchange.py)
+//       how the host sends large requests (py_harness/host/exchange.py)
 //   window.runHarnessExchange(entry, requestUrl, replyUrl) -> [status, "", stack]: an entry
 //       with tensors, its request a frame of JSON and bytes fetched from requestUrl, its
 //       reply (JSON and the outputs' bytes) POSTed as a frame to replyUrl (exchange.py)
@@ -23,7 +23,7 @@ import {
   unpackFrame,
 } from "./harness-core.mjs";
 
-const BUILD_HINT = "Build it with: python -m py_harness.host.serving.build_wheel (the server does).";
+const BUILD_HINT = "Build it with: python -m py_harness.host.dist.build_wheel (the server does).";
 
 const timings = {};
 window.harnessTimings = timings;

@@ -23,7 +23,7 @@ const path = (rel) => fileURLToPath(new URL(rel, ROOT));
 const NODE_MODULES = process.env.HARNESS_NODE_MODULES || path("node_modules");
 const DIST = process.env.HARNESS_DIST_DIR || path("build/dist");
 const say = (fields) => process.stdout.write("\x1e" + JSON.stringify(fields) + "\n");
-const BUILD_HINT = "Build it with: python -m py_harness.host.serving.build_wheel";
+const BUILD_HINT = "Build it with: python -m py_harness.host.dist.build_wheel";
 // Dawn rounds timestamp queries to 2^16 ns steps unless told not to (host/gpu/native.py says
 // why); Chromium under --enable-webgpu-developer-features, as the chromium runtime runs
 // it, does not round them either. Dawn for Node keeps the last of a repeated option, so
@@ -81,7 +81,7 @@ globalThis.fetch = async (url, init) => {
   return nodeFetch(url, init);
 };
 
-// Pyodide's memory after start-up, where the build could make it (host/serving/snapshot.py).
+// Pyodide's memory after start-up, where the build could make it (host/dist/snapshot.py).
 function snapshotBytes() {
   try {
     return readFileSync(join(DIST, "pyodide-snapshot.bin"));

@@ -4,7 +4,7 @@
 // to loadPyodide as _loadSnapshot, which restores that memory instead of starting Python
 // again (docs/runtimes.md, "Pyodide", has the times). The snapshot holds no JS objects
 // and nothing of the harness, so one made here in Node serves the page in any browser;
-// it is tied to this Pyodide build alone (host/serving/snapshot.py keys it on its files).
+// it is tied to this Pyodide build alone (host/dist/snapshot.py keys it on its files).
 //   node web/pyodide-snapshot.mjs NODE_MODULES OUT_FILE
 
 import { renameSync, writeFileSync } from "node:fs";

@@ -119,7 +119,7 @@ def open_session(name: str) -> Iterator[Session]:
     with contextlib.ExitStack() as stack:
         base_url = ""
         if rt.needs_server:
-            from .serving.build_wheel import build
+            from .dist.build_wheel import build
             from .serving.server import start_server, stop
 
             build(log=lambda _msg: None)

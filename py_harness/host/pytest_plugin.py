@@ -250,7 +250,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def harness_server() -> Iterator[str]:
     """The harness server on a free loopback port, with the Pyodide wheel and lock built."""
-    from .serving.build_wheel import build
+    from .dist.build_wheel import build
     from .serving.server import start_server, stop
 
     build(log=lambda _msg: None)

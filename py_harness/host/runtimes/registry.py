@@ -272,7 +272,7 @@ class Node:
 
     @contextlib.contextmanager
     def launch(self, **options: Any) -> Iterator[Launched]:
-        from ..serving.build_wheel import build
+        from ..dist.build_wheel import build
 
         build(log=lambda _msg: None)  # the wheel and lock that Pyodide installs from
         env = dawn_environment()

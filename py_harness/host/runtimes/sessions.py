@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ... import errors
-from .. import paths
-from . import exchange
+from .. import exchange, paths
 
 if TYPE_CHECKING:
     from ...gpu.device import Bytes

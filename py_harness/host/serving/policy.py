@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import h11
 
-from ..runtimes.exchange import PREFIX as EXCHANGE_PREFIX
+from ..exchange import PREFIX as EXCHANGE_PREFIX
 from .limits import Limits
 from .static import NO_STORE
 
@@ -33,7 +33,7 @@ ALLOWED_METHODS = b"GET, HEAD, POST"
 KNOWN_METHODS = {b"OPTIONS", b"PUT", b"DELETE", b"PATCH", b"TRACE", b"CONNECT"}
 # POST bodies: JSON in UTF-8 (json.loads would guess other encodings; the page sends UTF-8).
 JSON_TYPES = (b"application/json", b"application/json; charset=utf-8")
-# POST bodies to a session's reply slot (runtimes/exchange.py): its frame of bytes.
+# POST bodies to a session's reply slot (host/exchange.py): its frame of bytes.
 FRAME_TYPES = (b"application/octet-stream",)
 
 

@@ -23,7 +23,7 @@ from .server import HarnessServer, base_url
 
 def _ensure_built() -> bool:
     try:
-        from .build_wheel import build
+        from ..dist.build_wheel import build
     except Exception as exc:  # any import failure gets the same advice
         print(f"server: cannot import the wheel builder: {exc!r}", file=sys.stderr)
         return False

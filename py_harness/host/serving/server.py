@@ -2,7 +2,7 @@
 line (`python server.py`, `py-harness serve`) is serve.py.
 
 Routes: /web/, /shaders/, /pyodide/, /dist/ (static.py: only the files the pages load);
-/api/ (api.py: the demo page's NumPy side); /exchange/ (runtimes/exchange.py: large requests from
+/api/ (api.py: the demo page's NumPy side); /exchange/ (host/exchange.py: large requests from
 this process's sessions to their pages, each fetched once, and the pages' replies, each
 POSTed once to a slot its session opened); / redirects to /web/index.html.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import h11
 
-from ..runtimes import exchange
+from .. import exchange
 from .limits import (
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_REFERENCE_MB,

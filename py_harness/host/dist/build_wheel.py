@@ -1,7 +1,7 @@
 """Build the Pyodide wheel (the in-browser part of py_harness) and a pyodide-lock.json
 that lists it.
 
-Usage: ``python -m py_harness.host.serving.build_wheel [--force]``
+Usage: ``python -m py_harness.host.dist.build_wheel [--force]``
 
 Outputs (served under ``/dist/``; host/paths.py's dist_dir: build/dist/ in a checkout):
   py_harness-<version>-py3-none-any.whl
@@ -54,7 +54,7 @@ ENTRY_POINT = "__main__.py"
 
 HOW_TO_BUILD = (
     "Fetch Pyodide with `py-harness setup` (or `npm ci` in a checkout), then run "
-    "`python -m py_harness.host.serving.build_wheel`."
+    "`python -m py_harness.host.dist.build_wheel`."
 )
 
 

@@ -24,7 +24,7 @@ import struct
 import threading
 from collections.abc import Sequence
 
-from ...gpu.device import Bytes
+from ..gpu.device import Bytes
 
 PREFIX = "/exchange/"
 # A frame (pack): u32 text length, u32 blob count, a u32 length per blob, the text (UTF-8,
