@@ -15,7 +15,7 @@ passes; each counts the loop bodies it ran. Without a budget they run every pass
 lavapipe's, the single loop stops at 65535, and the nest stops where its passes add up to
 65535: each outer pass costs INNER + 1 passes of the inner loop and one of its own, so 642
 outer passes spend 65484, the 643rd gets 51 inner bodies before the limiter reaches 0, and
-the second loop then runs one pass (host/judge/limitations.py checks these numbers).
+the second loop then runs one pass (host/reproducers.py checks these numbers).
 
 Pure Python over the Device interface: runs in Pyodide and natively.
 """

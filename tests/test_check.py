@@ -21,14 +21,12 @@ PLAIN = "d1-sq17-sk17-h4"
 # A pytest plugin that replaces the declared limitations with one that no longer reproduces.
 STALE_PLUGIN = """
 import dataclasses
+from py_harness.host import reproducers
 from py_harness.host.judge import limitations
 
 def pytest_configure(config):
-    gone = dataclasses.replace(
-        limitations.SEED_SCALING,
-        name="test-gone",
-        reproduce=lambda session: (False, "the probe found nothing"),
-    )
+    gone = dataclasses.replace(limitations.SEED_SCALING, name="test-gone")
+    reproducers.REPRODUCERS[gone.name] = lambda session: (False, "the probe found nothing")
     limitations.LIMITATIONS = (gone,)
 """
 

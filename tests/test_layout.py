@@ -89,7 +89,7 @@ def _under(module: str, parts: tuple[str, ...]) -> bool:
 SEPARATIONS = [
     (
         ("judge",),
-        ("runtimes", "tools", "serving", "engine", "pytest_plugin", "cli"),
+        ("runtimes", "tools", "serving", "engine", "wire", "reproducers", "pytest_plugin", "cli"),
         "judging takes arrays: it runs nothing on a session",
     ),
     (("runtimes",), ("serving",), "runtimes and serving meet only below both"),

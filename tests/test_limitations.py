@@ -21,14 +21,18 @@ from py_harness.host.judge.limitations import (
     DRIVER,
     LAVAPIPE_LOOPS,
     LIMITATIONS,
-    LOOP_PROBE_UNDER_BUDGET,
     SEED_SCALING,
     WGPU_NATIVE_ZEROING,
     case_coverage,
-    seed_scaling_probe,
     single_key_rows,
 )
 from py_harness.host.judge.verdict import judge_outputs
+from py_harness.host.reproducers import (
+    LOOP_PROBE_UNDER_BUDGET,
+    REPRODUCERS,
+    reproduce,
+    seed_scaling_probe,
+)
 from py_harness.host.runtimes.sessions import Session
 from py_harness.host.variants import get
 from py_harness.host.wire import run_on
@@ -169,12 +173,17 @@ def test_seed_scaling_covers_single_key_rows_and_large_logits_where_the_scale_is
     assert SEED_SCALING.variants == ("seed",)
 
 
+def test_every_declared_limitation_has_its_reproducer() -> None:
+    """A declaration without a run that shows its cause could never go stale."""
+    assert set(REPRODUCERS) == {lim.name for lim in LIMITATIONS}
+
+
 @pytest.mark.browser
 def test_declared_limitations_reproduce(harness: Session) -> None:
     adapter = harness.adapter_name()
     for lim in LIMITATIONS:
         if lim.applies_to(adapter, harness.runtime):
-            still, what = lim.reproduce(harness)
+            still, what = reproduce(lim, harness)
             assert still, f"{lim.name} is declared for {adapter} but no longer reproduces: {what}"
     if LAVAPIPE_LOOPS.applies_to(adapter):
         # the loop model counts the form the runner chose from the page's adapter.info

@@ -53,6 +53,7 @@ from .judge.inputs import make_inputs
 from .judge.limitations import Limitation, case_coverage
 from .judge.verdict import judge_outputs
 from .paths import cannot_write_file
+from .reproducers import reproduce
 from .runtimes.chromium import chromium_launch_args as default_launch_args
 from .runtimes.registry import RUNTIMES, Launched, parse_runtimes, runtime
 from .runtimes.sessions import Session
@@ -526,7 +527,7 @@ def check_limitation(
     def run(lim: Limitation) -> None:
         if not lim.concerns(variant) or not lim.applies_to(harness.adapter_name(), harness.runtime):
             pytest.skip(f"{lim.name} does not concern {variant} on this adapter")
-        still, what = lim.reproduce(harness)
+        still, what = reproduce(lim, harness)
         status = "pass" if still else "stale"
         detail = what if still else f"declared, but no longer reproduces: {what}"
         o = report.Outcome(f"limitation:{lim.name}", harness.runtime, status, float("nan"), detail)

@@ -1,8 +1,9 @@
 """Known limitations, declared once by cause: a driver's, or a kernel variant's own flaw.
 
-Each declaration says what the limitation is, its evidence, the rule (computed from the
-case's shape and the adapter) that says which cases it covers, and a reproducer that shows
-the cause is still there. A case a driver limitation covers is `unsupported` on that
+Each declaration says what the limitation is, its evidence and the rule (computed from the
+case's shape and the adapter) that says which cases it covers; its reproducer, a run that
+shows the cause is still there, lives where runs do (host/reproducers.py): judging takes
+arrays and runs nothing. A case a driver limitation covers is `unsupported` on that
 driver: its result says nothing about the kernel, so it is not run. A case a kernel flaw
 covers is a `known` failure of that variant when it fails (a precision flaw shows on some
 input draws and not others, so a pass is a pass). Strictness lives in the reproducers:
@@ -20,13 +21,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from ...config import AttentionConfig
 from ...params import expression_scope
 from .. import variants
 from ..variants import limitations_of
-from ..wire import Caller
 from . import loop_budget
 from .cases import Case
 from .reference import visible_mask
@@ -46,8 +44,6 @@ class Limitation:
     # Why a run is covered (variant, config, adapter name, inputs scaled up as in
     # FlashAttention's overflow test), or None when it is not.
     covers: Callable[[str, AttentionConfig, str, bool], str | None]
-    # Runs the reproducer on a session: (still reproduces, what it measured).
-    reproduce: Callable[[Caller], tuple[bool, str]]
     # The runtimes it concerns, where the fault is the implementation's and not the
     # adapter's (() = every runtime on a matching adapter).
     runtimes: tuple[str, ...] = ()
@@ -132,32 +128,8 @@ def _seed_scaling_covers(
     return None
 
 
-def seed_scaling_probe() -> tuple[AttentionConfig, dict[str, np.ndarray]]:
-    """One key per row (every P is exactly 1) with logits of tens, at head_dim 59 (a scale
-    that is not a power of two)."""
-    shape = (2, 1, 8, 59)
-    cfg = AttentionConfig(batch=2, num_heads=8, seq_q=1, seq_k=1, head_dim=59)
-    rng = np.random.default_rng(7)
-    x = {n: rng.standard_normal(shape, dtype=np.float32) for n in ("q", "k", "v", "d_out")}
-    x["q"] *= np.float32(5)
-    x["k"] *= np.float32(3)
-    return cfg, x
-
-
 def _rows(n: int) -> str:
     return f"{n} query row has" if n == 1 else f"{n} query rows have"
-
-
-def _seed_scaling_reproduces(session: Caller) -> tuple[bool, str]:
-    """One key per row (P must be exactly 1) with logits of tens: the seed's dV is then
-    P' dO with P' = exp(s_K - lse_Q) != 1 for some rows. (A kernel whose scores are
-    consistent gets dO exactly: tests/test_limitations.py checks the fast variant does.)"""
-    from ..wire import run_on
-
-    cfg, x = seed_scaling_probe()
-    dv = run_on(session, cfg, x, variant="seed")["arrays"]["dv"]
-    off = int(np.count_nonzero(dv != x["d_out"]))
-    return off > 0, f"seed dV != dO (P != 1) in {off} of {dv.size} elements"
 
 
 SEED_SCALING = Limitation(
@@ -185,7 +157,6 @@ SEED_SCALING = Limitation(
         "them at 0.19-0.29 on draws 0-5"
     ),
     covers=_seed_scaling_covers,
-    reproduce=_seed_scaling_reproduces,
 )
 
 
@@ -219,21 +190,6 @@ def _declares_loops(variant: str) -> bool:
     return any(k.loop_passes for k in variants.get(variant).kernels)
 
 
-# What probes.probe_loops returns under a budget of 65535 passes (see probes.py).
-LOOP_PROBE_UNDER_BUDGET = {"single": loop_budget.BUDGET, "nested": [643, 64251, 1]}
-
-
-def _loop_budget_reproduces(session: Caller) -> tuple[bool, str]:
-    got = session.call("probe_loops", {})
-    seen = {k: got[k] for k in LOOP_PROBE_UNDER_BUDGET}
-    single, outer, inner = got["asked"][0], got["asked"][1], got["asked"][2]
-    what = (
-        f"a loop of {single:,} passes ran {got['single']:,}; {outer} passes of a loop of "
-        f"{inner} ran {got['nested'][0]} and {got['nested'][1]:,}"
-    )
-    return seen == LOOP_PROBE_UNDER_BUDGET, what
-
-
 LAVAPIPE_LOOPS = Limitation(
     name="lavapipe-loop-budget",
     kind=DRIVER,
@@ -256,7 +212,6 @@ LAVAPIPE_LOOPS = Limitation(
         "them); SwiftShader runs every pass"
     ),
     covers=_loop_budget_covers,
-    reproduce=_loop_budget_reproduces,
     declared_by=_declares_loops,
 )
 
@@ -264,12 +219,6 @@ LAVAPIPE_LOOPS = Limitation(
 # ---- wgpu-native: workgroup memory not zeroed ----------------------------------------------
 def _never_covers(variant: str, cfg: AttentionConfig, adapter: str, large_scores: bool) -> None:
     return None  # the built-in variants write their workgroup memory before reading it
-
-
-def _workgroup_zero_reproduces(session: Caller) -> tuple[bool, str]:
-    got = session.call("probe_workgroup_zero", {})
-    what = f"{got['nonzero']:,} of {got['words']:,} workgroup words not zero at a workgroup's start"
-    return got["nonzero"] > 0, what
 
 
 WGPU_NATIVE_ZEROING = Limitation(
@@ -291,7 +240,6 @@ WGPU_NATIVE_ZEROING = Limitation(
         "disable_workgroup_init toggle shows the same 546,816"
     ),
     covers=_never_covers,
-    reproduce=_workgroup_zero_reproduces,
     runtimes=("wgpu",),
 )
 
