@@ -1,4 +1,6 @@
 """What one attention run is, and the checks that refuse bad input before any GPU work.
+Its buffers' sizes (and the check against the device's limits) are sizing.py's; what judging
+it costs the demo server is reference_cost.py's.
 
 Pure Python: this module runs inside Pyodide (no NumPy there).
 """
@@ -453,12 +455,6 @@ def pack_seqlens(cfg: AttentionConfig) -> bytes:
     return words.tobytes()
 
 
-def whole_vec4s(floats: int) -> int:
-    """floats rounded up to a multiple of 4: buffers and scratch parts the kernels may read
-    as vec4s."""
-    return -(-floats // 4) * 4
-
-
 # ---- buffers, by the role a kernel binds them in ------------------------------------------
 # The host sends HOST_INPUTS and reads back OUTPUTS, always as these separate tensors
 # (cfg.shapes()). A variant may bind a packed role instead of its parts: the runner builds
@@ -474,116 +470,6 @@ PACKED: dict[str, tuple[str, ...]] = {
 }
 # seqlens: the sequences of a variable-length batch (pack_seqlens), built from the config.
 ROLES = (*HOST_INPUTS, "kv", "qkv", "params", "seqlens", *OUTPUTS, "dkv", "dqkv", "stats")
-# The argument a too-large buffer is refused under: the tensors whose shape sets its size
-# (the demo page maps these names to its form fields).
-_SIZE_ARGUMENT = {
-    "q": "q / d_out",
-    "d_out": "q / d_out",
-    "o": "q / d_out",
-    "dq": "q / d_out",
-    "k": "k / v",
-    "v": "k / v",
-    "dk": "k / v",
-    "dv": "k / v",
-}
-# What validate_sizes checks when no variant says which roles it binds (every buffer of
-# the seed's shape is one of these sizes or smaller).
-DEFAULT_SIZE_ROLES = ("q", "d_out", "k", "v", "stats", "mask")
-
-
-# Keys per tile of the band layout of dQ's partial sums (fa2_fast_backward.wgsl: FF_BR).
-DQ_BAND_TILE = 64
-
-
-def dq_band_blocks(cfg: AttentionConfig) -> int:
-    """Key tiles the band layout of dQ's partial sums holds: sequence b's tile kt is block
-    k_row0 // DQ_BAND_TILE + b + kt (fa2_fast_backward.wgsl: ffb_band_row), so sequences
-    never share one."""
-    t = DQ_BAND_TILE
-    seqs = cfg.sequences()
-    return max((k0 // t + b + -(-n // t) for b, (_, _, k0, n) in enumerate(seqs)), default=0)
-
-
-def scratch_elems(cfg: AttentionConfig, slots: int, band_rows: int = 0) -> int:
-    """Floats of the "stats" scratch: [Delta, LSE] per query row, then `slots` partial sums
-    of dQ, each part rounded up to whole vec4s (the fast kernels read and add vec4s); with
-    band_rows > 0, the band layout instead: band_rows rows per head and key tile
-    (dq_band_blocks)."""
-    stats = whole_vec4s(2 * cfg.rows())
-    if band_rows:
-        return stats + whole_vec4s(dq_band_blocks(cfg) * cfg.num_heads * band_rows * cfg.head_dim)
-    return stats + slots * whole_vec4s(cfg.rows() * cfg.head_dim)
-
-
-def buffer_sizes(
-    cfg: AttentionConfig,
-    roles: Iterable[str] = DEFAULT_SIZE_ROLES,
-    slots: int = 0,
-    kv_parts: int = 1,
-    band_rows: int = 0,
-) -> dict[str, int]:
-    """Floats each role's buffer holds: a tensor its elements (cfg.shapes(); the mask's, 0
-    when there is none), a packed role the sum of its parts, stats the scratch with `slots`
-    partial dQ sums (or the band layout's, band_rows > 0: scratch_elems), dk and dv
-    `kv_parts` copies of whole vec4s where kv_parts > 1 (Kernel.key_parts). The one place
-    buffer sizes are computed: the checks below, the runner's buffers (allocated as
-    buffer_bytes) and its read-backs use it. params is skipped: a uniform, sized by its
-    struct (params.params_size). alibi_slopes is ALIBI_SLOTS floats whatever the config
-    (the slopes, zero-padded), seqlens 4 VARLEN_MAX_BATCH words."""
-    floats = {name: math.prod(shape) for name, shape in cfg.shapes().items()}
-    floats["mask"] = cfg.mask_elems()
-    floats["alibi_slopes"] = ALIBI_SLOTS
-    floats["seqlens"] = 4 * VARLEN_MAX_BATCH
-    floats["stats"] = scratch_elems(cfg, slots, band_rows)
-    if kv_parts > 1:
-        for role in ("dk", "dv"):
-            floats[role] = kv_parts * whole_vec4s(floats[role])
-    for packed, parts in PACKED.items():
-        floats[packed] = sum(floats[p] for p in parts)
-    unknown = [r for r in roles if r not in floats and r != "params"]
-    if unknown:
-        raise KeyError(f"buffer roles: unknown {unknown}; known: {', '.join(ROLES)}")
-    return {r: floats[r] for r in roles if r != "params"}
-
-
-def buffer_bytes(floats: int) -> int:
-    """Bytes of the buffer that holds `floats`: whole vec4s, since kernels may read any
-    buffer as array<vec4<f32>> (whose length is the binding's size in whole vec4s, so a
-    shorter buffer hides its last floats), and at least one vec4, since a zero-size binding
-    is invalid (an absent mask binds a placeholder)."""
-    return max(4, whole_vec4s(floats)) * F32_BYTES
-
-
-def data_buffer_bytes(data: bytes) -> int:
-    """Bytes of the buffer that holds `data` (params, seqlens: not whole floats' worth of
-    tensor), sized as buffer_bytes."""
-    return buffer_bytes(-(-len(data) // F32_BYTES))
-
-
-def binding_cap(limits: dict[str, int]) -> int:
-    """The largest buffer one binding can hold on this device, in bytes."""
-    return min(limits["maxStorageBufferBindingSize"], limits["maxBufferSize"])
-
-
-def validate_sizes(
-    cfg: AttentionConfig,
-    limits: dict[str, int],
-    roles: Iterable[str] = DEFAULT_SIZE_ROLES,
-    slots: int = 0,
-    kv_parts: int = 1,
-) -> None:
-    """Refuse buffers over the device's limits (maxStorageBufferBindingSize / maxBufferSize):
-    those of `roles` (a variant's: Variant.storage_roles) with `slots` partial dQ sums and
-    `kv_parts` copies of dK and dV."""
-    cap = binding_cap(limits)
-    for role, floats in buffer_sizes(cfg, roles, slots, kv_parts).items():
-        nbytes = whole_vec4s(floats) * F32_BYTES
-        if nbytes > cap:
-            raise ConfigError(
-                _SIZE_ARGUMENT.get(role, role),
-                f"needs a {nbytes}-byte buffer, over the device limit of {cap} bytes "
-                "(maxStorageBufferBindingSize / maxBufferSize)",
-            )
 
 
 def check_input_bytes(
@@ -657,78 +543,3 @@ def _refuse_nonfinite(name: str, data: bytes, allow_neg_inf: bool) -> None:
                 f"holds {x} at flat index {i}; inputs must be finite float32"
                 + (" (-inf is allowed)" if allow_neg_inf else ""),
             ) from None
-
-
-# ---- what judging a config costs the server ------------------------------------------------
-# The demo server computes the float64 reference and the float32 baselines (host/judge) for
-# whatever shape a request declares: a 208-byte change to a body can ask for gigabytes. These
-# model judge_outputs' peak memory and time from the shape alone, so the server and the page's
-# form refuse before any array work. Fitted over `python scripts/reference_cost.py` (NumPy 2.5,
-# this 2-core machine; docs/serving.md has the table) to stay above what it measures.
-REFERENCE_BYTES_PER_SCORE = 40  # per element of B*H*Sq*Sk: P, dP, dS in float64 and float32
-REFERENCE_BYTES_PER_FLOAT = 28  # per tensor element: float64 copies, baselines, base64
-REFERENCE_SECONDS_PER_SCORE_TERM = 25e-9  # per score and (head_dim + 8): the matrix products
-REFERENCE_SECONDS_PER_SCORE = 40e-9  # per score: softmax, masks
-REFERENCE_SECONDS_PER_SCORE_DROPOUT_OR_MASK = 160e-9  # instead, with dropout's hash or a mask
-REFERENCE_SECONDS_PER_ROW = 14e-6  # per query row (B*H*Sq)
-REFERENCE_SECONDS_PER_FLOAT = 100e-9  # per tensor element
-REFERENCE_SECONDS_PER_STEP = 4e-6  # per step of the float32 baseline's sequential sums
-_SEQ_BLOCK = 1 << 16  # sequential_ref's rows x columns per step
-
-
-@dataclass(frozen=True)
-class ReferenceCost:
-    """What judging `cfg` is expected to cost the server, from its shape alone."""
-
-    bytes: int
-    seconds: float
-
-
-def reference_cost(cfg: AttentionConfig) -> ReferenceCost:
-    """The float64 reference's and float32 baselines' peak memory and time for `cfg`, modelled
-    from the measured costs above (an upper bound on the shapes measured, not an exact figure).
-    A variable-length batch is judged a run of consecutive sequences of equal lengths at a
-    time (AttentionConfig.sequence_runs): its peak is its largest run's, its time the sum."""
-    h, d = cfg.num_heads, cfg.head_dim
-    seqs = [(len_q, len_k) for _, len_q, _, len_k in cfg.sequences()]
-    scores = h * sum(len_q * len_k for len_q, len_k in seqs)
-    # A variable-length batch is judged a run of equal sequences at a time.
-    runs = [n * seq[1] * seq[3] for _, n, seq in cfg.sequence_runs()]
-    peak_scores = h * max(runs, default=0) if cfg.varlen else scores
-    floats = sum(cfg.input_elems().values()) + sum(buffer_sizes(cfg, OUTPUTS).values())
-    # sequential_ref: P @ V and dP's row sums step once per key, Q @ K^T once per head_dim,
-    # over blocks of _SEQ_BLOCK floats of the output.
-    steps = h * sum(
-        3 * len_k * -(-len_q * d // _SEQ_BLOCK)
-        + 2 * len_k
-        + 2 * d * -(-len_q * len_k // _SEQ_BLOCK)
-        for len_q, len_k in seqs
-    )
-    per_score = (
-        REFERENCE_SECONDS_PER_SCORE_DROPOUT_OR_MASK
-        if cfg.dropout_p or cfg.mask_shape
-        else REFERENCE_SECONDS_PER_SCORE
-    )
-    return ReferenceCost(
-        bytes=REFERENCE_BYTES_PER_SCORE * peak_scores + REFERENCE_BYTES_PER_FLOAT * floats,
-        seconds=scores * (REFERENCE_SECONDS_PER_SCORE_TERM * (d + 8) + per_score)
-        + REFERENCE_SECONDS_PER_ROW * h * cfg.total_q
-        + REFERENCE_SECONDS_PER_FLOAT * floats
-        + REFERENCE_SECONDS_PER_STEP * steps,
-    )
-
-
-def check_reference_cost(cfg: AttentionConfig, limits: dict[str, float]) -> None:
-    """Refuse a config whose reference would cost more than `limits` allow (the server's
-    /api/info reference_limits: max_reference_bytes, max_reference_seconds), naming both."""
-    cost = reference_cost(cfg)
-    max_bytes, max_seconds = limits["max_reference_bytes"], limits["max_reference_seconds"]
-    if cost.bytes > max_bytes or cost.seconds > max_seconds:
-        mib = 2**20
-        raise ConfigError(
-            "case",
-            f"judging it needs about {cost.bytes / mib:.0f} MiB and {cost.seconds:.1f} s of "
-            f"the server's float64 reference, over its limit of {max_bytes / mib:.0f} MiB and "
-            f"{max_seconds:g} s (start it with python server.py --max-reference-mb N "
-            "--max-reference-seconds S)",
-        )

@@ -9,8 +9,9 @@ this project, come from a variant file instead (docs/own-kernels.md).
 
 from __future__ import annotations
 
-from .config import MAX_HEAD_DIM, ROLES, scratch_elems
+from .config import MAX_HEAD_DIM, ROLES
 from .shaders import BACKWARD_FILE, COMMON_FILE, FORWARD_FILE
+from .sizing import scratch_elems
 from .variant import (
     FEATURES,
     PARTIAL_DQ_MAX,

@@ -19,17 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from . import dtypes, layouts
-from .config import (
-    F32_BYTES,
-    PACKED,
-    AttentionConfig,
-    ConfigError,
-    binding_cap,
-    buffer_bytes,
-    buffer_sizes,
-)
+from .config import F32_BYTES, PACKED, AttentionConfig, ConfigError
 from .expr import Number
 from .params import expression_scope, pack_params, pack_struct
+from .sizing import binding_cap, buffer_bytes, buffer_sizes
 from .variant import Kernel, Variant
 
 # WebGPU's default maxComputeWorkgroupsPerDimension, where a device reports none.
@@ -155,7 +148,7 @@ class RunPlan:
         return -(-self.floats[role] * dtypes.item_bytes(self.variant.dtype(role)) // 4) * 4
 
     def buffer_bytes(self, role: str) -> int:
-        """The bytes of the buffer that holds a role (config.buffer_bytes: whole vec4s)."""
+        """The bytes of the buffer that holds a role (sizing.buffer_bytes: whole vec4s)."""
         return buffer_bytes(-(-self.data_bytes(role) // F32_BYTES))
 
     # ---- tensors in, tensors out --------------------------------------------------------

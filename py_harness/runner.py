@@ -14,17 +14,14 @@ from .config import (
     PACKED,
     AttentionConfig,
     ConfigError,
-    buffer_bytes,
-    buffer_sizes,
     check_input_bytes,
-    data_buffer_bytes,
     pack_seqlens,
     validate,
-    validate_sizes,
 )
 from .gpu.device import Buffer, Bytes, ComputePass, Device, Pipeline, Submitted, rolls_loops
 from .kernels import SEED, Kernel, Variant
 from .run_plan import POISON, RunPlan, Split, kernel_key, uniform_key
+from .sizing import buffer_bytes, buffer_sizes, data_buffer_bytes, validate_sizes
 
 GRADIENTS = ("dq", "dk", "dv")
 PACKED_INPUTS = ("kv", "qkv")  # built from the host's tensors (layouts.py)

@@ -14,16 +14,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from . import base64_tensors, probes
-from .config import (
-    AttentionConfig,
-    ConfigError,
-    check_reference_cost,
-    validate,
-    validate_sizes,
-)
+from .config import AttentionConfig, ConfigError, validate
 from .gpu.device import Bytes, Device
 from .kernels import DEFAULT_VARIANT, VARIANTS, Variant, variant
+from .reference_cost import check_reference_cost
 from .runner import AttentionRunner
+from .sizing import validate_sizes
 from .timing import TimingPlan, time_variant
 
 # The service's entries: each takes and returns a JSON string. The page (page.py) and the

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import (
-    DQ_BAND_TILE,
     F32_BYTES,
     MAX_HEAD_DIM,
     PACKED,
@@ -24,11 +23,8 @@ from .config import (
     WINDOW_OPEN,
     AttentionConfig,
     ConfigError,
-    buffer_sizes,
     kernel_window,
-    scratch_elems,
     tiles_are_whole,
-    whole_vec4s,
 )
 from .dtypes import DTYPES, Arithmetic
 from .dtypes import FEATURES as DTYPE_FEATURES
@@ -36,6 +32,7 @@ from .envelope import Envelope
 from .expr import Expr, Number, as_int, compile_expr
 from .layouts import Layout
 from .params import DEFAULT_PARAMS, SCOPE_NAMES, Field, check_layout, expression_scope, wgsl_type
+from .sizing import DQ_BAND_TILE, buffer_sizes, scratch_elems, whole_vec4s
 
 RO = "read-only-storage"  # GPUBufferBindingType names
 RW = "storage"

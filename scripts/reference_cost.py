@@ -1,5 +1,5 @@
 """Measure what judging a case costs (the float64 reference and float32 baselines) against
-config.reference_cost's model, which the demo server uses to refuse cases before any work.
+reference_cost.reference_cost's model, which the demo server uses to refuse cases before any work.
 
     python scripts/reference_cost.py            # the shapes below, one fresh process each
 
@@ -39,8 +39,9 @@ SHAPES = [
 def measure(shape: list) -> dict:
     import numpy as np
 
-    from py_harness.config import AttentionConfig, reference_cost
+    from py_harness.config import AttentionConfig
     from py_harness.host.judge.verdict import judge_outputs
+    from py_harness.reference_cost import reference_cost
 
     b, h, hkv, sq, sk, d, extra = shape
     if "mask_shape" in extra:

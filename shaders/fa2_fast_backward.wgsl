@@ -188,7 +188,7 @@ fn ffb_part(slot: u32, b: u32, h: u32, qi: u32) -> u32 {
 }
 // The band layout's row r (from the start of the key tile's query range) of head h's
 // partial sum of key tile kt of sequence b. Sequence b's tiles are blocks k_row0 / 64 + b
-// onwards (config.dq_band_blocks): disjoint, as a sequence of n keys has at most
+// onwards (sizing.dq_band_blocks): disjoint, as a sequence of n keys has at most
 // n / 64 + 1 tiles.
 fn ffb_band_row(b: u32, h: u32, kt: u32, r: u32) -> u32 {
     let p = fa2_params;

@@ -8,23 +8,17 @@ import json
 import numpy as np
 import pytest
 
-from py_harness.config import (
-    AttentionConfig,
-    ConfigError,
-    any_nonfinite,
-    check_reference_cost,
-    reference_cost,
-    validate,
-    validate_sizes,
-)
+from py_harness.config import AttentionConfig, ConfigError, any_nonfinite, validate
 from py_harness.gpu.device import NoAdapterError
 from py_harness.host.gpu import host_memory
 from py_harness.host.judge.cases import CASES, CONTROL
 from py_harness.host.judge.inputs import make_inputs
 from py_harness.host.wire import run_on
 from py_harness.kernels import FAST, SEED
+from py_harness.reference_cost import check_reference_cost, reference_cost
 from py_harness.runner import AttentionRunner
 from py_harness.service import HarnessService
+from py_harness.sizing import validate_sizes
 from tests.fakes import NoGPUWorkDevice, own_thread
 
 BASE = {"batch": 1, "num_heads": 4, "seq_q": 17, "seq_k": 17, "head_dim": 64}

@@ -202,11 +202,11 @@ def test_form_refuses_what_the_server_would(demo: Any) -> None:
     """Sq = Sk = 30000 with head_dim 1 is a valid config whose float64 reference needs tens
     of GB: the form refuses it with the words the server would use (its /api/info
     reference_limits passed to validate_config)."""
-    from py_harness import config as config_module
+    from py_harness import reference_cost
 
     limits = demo.evaluate("window.demo.info.reference_limits")
     assert limits, "the server's /api/info has no reference_limits"
-    check = config_module.check_reference_cost
+    check = reference_cost.check_reference_cost
     base = dict(batch=1, num_heads=4, num_kv_heads=2, seq_q=30000, seq_k=30000, head_dim=1)
     with pytest.raises(ConfigError) as err:
         check(AttentionConfig(**base, causal=True), limits)

@@ -13,12 +13,13 @@ from dataclasses import replace
 import pytest
 
 from py_harness import layouts
-from py_harness.config import AttentionConfig, ConfigError, buffer_sizes, validate_sizes
+from py_harness.config import AttentionConfig, ConfigError
 from py_harness.gpu.device import Buffer, Span
 from py_harness.kernels import FAST, RO, RW, SEED, UNIFORM, VARIANTS, Kernel, Variant
 from py_harness.params import DEFAULT_PARAMS, PARAMS_SIZE, pack_params, params_size
 from py_harness.runner import Split, create_buffers, read_outputs
 from py_harness.service import request_variant
+from py_harness.sizing import buffer_sizes, validate_sizes
 from tests.fakes import NoGPUWorkDevice, own_thread
 
 CFG = AttentionConfig(2, 6, 7, 5, 3, num_kv_heads=2)

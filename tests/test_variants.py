@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from py_harness.config import AttentionConfig, ConfigError, buffer_sizes, dq_band_blocks
+from py_harness.config import AttentionConfig, ConfigError
 from py_harness.gpu.device import Buffer
 from py_harness.host.paths import SHADER_DIR
 from py_harness.kernels import (
@@ -22,6 +22,7 @@ from py_harness.kernels import (
     scratch_elems,
 )
 from py_harness.runner import Split, create_buffers
+from py_harness.sizing import buffer_sizes, dq_band_blocks
 from tests.fakes import NoGPUWorkDevice
 
 COMMON = SHADER_DIR / "fa2_fast_common.wgsl"

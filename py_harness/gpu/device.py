@@ -9,8 +9,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import data_buffer_bytes, scan_each
+from ..config import scan_each
 from ..shaders import ShaderModuleSource
+from ..sizing import data_buffer_bytes
 
 # The least the seed's kernels need (each entry point binds exactly 8 storage buffers and
 # 16 KiB of workgroup memory: the defaults, with no headroom). Every limit named here is
@@ -335,7 +336,7 @@ class Device(ABC):
             self.destroy_buffer(buf)
 
     def create_buffer_with_data(self, data: bytes, usage: tuple[str, ...], label: str) -> Buffer:
-        # Sized as every buffer the kernels bind (config.buffer_bytes: whole vec4s, at least
+        # Sized as every buffer the kernels bind (sizing.buffer_bytes: whole vec4s, at least
         # one), zeros after the data.
         buf = self.create_buffer(data_buffer_bytes(data), (*usage, "COPY_DST"), label)
         if data:

@@ -34,16 +34,10 @@ from urllib.parse import parse_qs
 import numpy as np
 
 from ... import base64_tensors
-from ...config import (
-    HOST_INPUTS,
-    AttentionConfig,
-    ConfigError,
-    check_input_bytes,
-    check_reference_cost,
-    validate,
-)
+from ...config import HOST_INPUTS, AttentionConfig, ConfigError, check_input_bytes, validate
 from ...gpu.device import REQUIRED_LIMITS
 from ...kernels import DEFAULT_VARIANT, VARIANTS
+from ...reference_cost import check_reference_cost
 from ..judge.cases import CASES, SMOKE, Case, by_id
 from ..judge.compare import BaselineOverflow
 from ..judge.inputs import judge_case, make_inputs
@@ -90,7 +84,7 @@ def handle(method: str, path: str, query: str, body: bytes, *, limits: Limits) -
 def info(limits: Limits) -> dict[str, Any]:
     return {
         "max_body_bytes": limits.max_body,
-        # What config.check_reference_cost takes: the page's form refuses the same cases.
+        # What reference_cost.check_reference_cost takes: the page's form refuses the same cases.
         "reference_limits": limits.reference(),
         "required_limits": REQUIRED_LIMITS,
         "variants": {

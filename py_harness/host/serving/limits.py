@@ -1,5 +1,5 @@
 """What one request may cost the server: its body, its time to arrive, and the float64
-reference it asks for (config.reference_cost models that from the declared shape).
+reference it asks for (reference_cost.reference_cost models that from the declared shape).
 server.py enforces the first two, api.py the third; /api/info sends them to the page."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 # before the reference's cost is known. The page reads it from /api/info and refuses bigger.
 DEFAULT_MAX_BODY = 64 * 2**20
 DEFAULT_TIMEOUT = 10.0  # seconds for one request's head and body to arrive
-# The float64 reference's modelled cost (config.reference_cost), see docs/serving.md.
+# The float64 reference's modelled cost (reference_cost.reference_cost), see docs/serving.md.
 DEFAULT_MAX_REFERENCE_MB = 512
 DEFAULT_MAX_REFERENCE_SECONDS = 30.0
 
@@ -26,7 +26,7 @@ class Limits:
     max_reference_seconds: float = DEFAULT_MAX_REFERENCE_SECONDS
 
     def reference(self) -> dict[str, float]:
-        """As /api/info sends them and config.check_reference_cost takes them."""
+        """As /api/info sends them and reference_cost.check_reference_cost takes them."""
         return {
             "max_reference_bytes": self.max_reference_bytes,
             "max_reference_seconds": self.max_reference_seconds,

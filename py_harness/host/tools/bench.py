@@ -375,7 +375,8 @@ def _verify(session, variants, seq, dims, causals, heads, args, limits) -> list[
 
 def _unfit(cfg: AttentionConfig, limits: dict) -> str | None:
     """Why this device cannot run the size (None: it can), before its inputs are drawn."""
-    from ...config import ConfigError, validate, validate_sizes
+    from ...config import ConfigError, validate
+    from ...sizing import validate_sizes
 
     try:
         validate(cfg)

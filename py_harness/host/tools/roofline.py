@@ -9,7 +9,7 @@ peak, and its arithmetic intensity; `--plot` draws them on a roofline (hand-writ
   each, over the visible pairs as `bench` counts them (B H Sq Sk, halved when causal).
   A pass that recomputes S counts it again: the rate is of the work the pass does, where
   `bench`'s backward rate is of FlashAttention's 2.5x the forward.
-- Bytes: every storage buffer the pass binds, moved once (config.buffer_sizes, with the
+- Bytes: every storage buffer the pass binds, moved once (sizing.buffer_sizes, with the
   partial dQ sums and dK/dV copies the device's limits give, runner.Split, where the JSON
   records them; else one sum, where the variant keeps any, and one copy; the sums not for
   a pass that touches only the scratch's row stats, Kernel.dq_sums):
@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from ...config import AttentionConfig, buffer_bytes, buffer_sizes
+from ...config import AttentionConfig
 from ...kernels import VARIANTS
 from ...runner import Split
+from ...sizing import buffer_bytes, buffer_sizes
 from ...variant import UNIFORM
 from .bench_plot import COLORS, fmt_tick, ticks_log
 
