@@ -4,7 +4,7 @@ PY := .venv/bin/python
 RUNTIME ?= all
 VARIANTS ?= seed fast
 
-.PHONY: setup check test smoke lint serve
+.PHONY: setup check test smoke lint
 
 setup:
 	bash scripts/setup.sh
@@ -27,6 +27,3 @@ smoke: setup
 
 lint: setup
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .
-
-serve: setup
-	$(PY) server.py

@@ -83,6 +83,6 @@ def check_reference_cost(cfg: AttentionConfig, limits: dict[str, float]) -> None
             "case",
             f"judging it needs about {cost.bytes / mib:.0f} MiB and {cost.seconds:.1f} s of "
             f"the server's float64 reference, over its limit of {max_bytes / mib:.0f} MiB and "
-            f"{max_seconds:g} s (start it with python server.py --max-reference-mb N "
+            f"{max_seconds:g} s (start it with py-harness serve --max-reference-mb N "
             "--max-reference-seconds S)",
         )

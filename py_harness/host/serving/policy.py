@@ -113,7 +113,7 @@ def check_head(
         return error(
             400,
             f"Host {shown!r} is not served here; allowed: {allowed} "
-            "(python server.py --allow-host NAME)",
+            "(py-harness serve --allow-host NAME)",
             close=True,
         )
     has_body = b"transfer-encoding" in headers or headers.get(b"content-length", [b"0"]) != [b"0"]
@@ -157,7 +157,7 @@ def check_head(
             return error(404, "Not Found: no reply is awaited here", close=True)
         limit, flag, types = room, "(this call's reply)", FRAME_TYPES
     else:
-        limit, flag, types = limits.max_body, "(python server.py --max-body-mb N)", JSON_TYPES
+        limit, flag, types = limits.max_body, "(py-harness serve --max-body-mb N)", JSON_TYPES
     if length > limit:
         # Answered without reading the body, and closed: the rest of it is never read.
         return error(

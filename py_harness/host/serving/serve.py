@@ -1,4 +1,5 @@
-"""`python server.py` / `py-harness serve`: the command line around server.py's server.
+"""`py-harness serve` (in a checkout also `python server.py`): the command line around the
+page server (server.py).
 
 Every option is checked by argparse (a usage error, exit 2, never a traceback); a port that
 is taken is one line and exit 1; `--help` shows every default.

@@ -268,7 +268,7 @@ class HarnessServer:
         return error(
             HTTPStatus.REQUEST_TIMEOUT,
             f"the request did not arrive within {self.limits.timeout:g} s "
-            "(python server.py --timeout S)",
+            "(py-harness serve --timeout S)",
             close=True,
         )
 
