@@ -1,4 +1,4 @@
-"""Entry points that the page glue (web/harness.js) calls inside Pyodide.
+"""Entry points that the page glue (web/harness/harness.js) calls inside Pyodide.
 
 `runHarness(entry, json)` in the page calls one of these module-level functions and
 wraps the result as [status, value, stack]; `runHarnessExchange` calls call_blobs.

@@ -26,7 +26,7 @@ def _slow(host: str, port: int, trickle: bool, hold: float, out: list) -> None:
     t0 = time.monotonic()
     s = socket.create_connection((host, port))
     s.settimeout(0.5)
-    head = f"GET /web/index.html HTTP/1.1\r\nHost: {host}\r\nX-Pad: {'a' * 64}\r\n\r\n".encode()
+    head = f"GET /demo/index.html HTTP/1.1\r\nHost: {host}\r\nX-Pad: {'a' * 64}\r\n\r\n".encode()
     got, closed, i = b"", None, 0
     while time.monotonic() - t0 < hold:
         if trickle and i < len(head):

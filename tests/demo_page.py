@@ -53,7 +53,7 @@ def _open_demo(context: Any, base_url: str, query: str) -> tuple[Any, list[str]]
             r.url.startswith((base_url, "data:", "blob:")) or errors.append(f"fetched {r.url}")
         ),
     )
-    page.goto(f"{base_url}/web/index.html{query}")
+    page.goto(f"{base_url}/demo/index.html{query}")
     wait_js(page, "document.body.dataset.state !== 'loading'", timeout=LOAD_TIMEOUT_MS)
     return page, errors
 

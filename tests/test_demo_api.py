@@ -210,7 +210,7 @@ def test_judge_case_is_evaluate(base_url: str) -> None:
         ("GET", "/api/judge", None, 405, "takes POST"),
         ("POST", "/api/judge", b"{not json", 400, "not JSON"),
         ("GET", "/api/inputs?case=zzz", None, 404, "no case 'zzz'"),
-        ("POST", "/web/index.html", b"{}", 405, ""),
+        ("POST", "/demo/index.html", b"{}", 405, ""),
     ],
 )
 def test_bad_requests(

@@ -258,7 +258,7 @@ def _assert_page_weights(
         for h in range(cfg.num_heads):
             got = page.evaluate(
                 """async ([b, h]) => {
-                    const d = await import('/web/demo-data.js');
+                    const d = await import('/demo/demo-data.js');
                     const r = window.demo.lastRun;
                     const { p } = d.attentionWeights(r.config, r.arrays.x, b, h);
                     return Array.from(p, (v) => (Number.isNaN(v) ? null : v));

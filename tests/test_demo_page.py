@@ -1,4 +1,4 @@
-"""web/index.html, the demo page, driven in headless Chromium.
+"""web/demo/index.html, the demo page, driven in headless Chromium.
 
 One page for the module (Pyodide start-up and pipeline compilation happen once): it loads
 and shows the adapter, a clicked run shows the errors the Python API computes for the same
@@ -682,7 +682,7 @@ def test_url_restores_the_form(demo: Any, harness_server: str) -> None:
             "&input_seed=9"
         )
         # No need to wait for Pyodide: restoring the form is the first thing demo.js does.
-        page.goto(f"{harness_server}/web/index.html?{query}", wait_until="commit")
+        page.goto(f"{harness_server}/demo/index.html?{query}", wait_until="commit")
         page.wait_for_selector("#stages li")
         values = page.evaluate(
             "Object.fromEntries([...document.querySelector('#case-form').elements]"
@@ -699,7 +699,7 @@ def test_url_restores_the_form(demo: Any, harness_server: str) -> None:
 def test_inputs_are_seeded_and_masks_mean_what_the_harness_means(demo: Any) -> None:
     got = demo.evaluate(
         """async () => {
-            const d = await import('/web/demo-data.js');
+            const d = await import('/demo/demo-data.js');
             const cfg = {batch: 3, num_heads: 2, num_kv_heads: 1, seq_q: 11, seq_k: 20,
                          head_dim: 5, causal: false, causal_offset: 0, window: 0,
                          dropout_p: 0.3, seed: 77};
@@ -752,7 +752,7 @@ def test_without_webgpu_explains(
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{harness_server}/web/index.html", wait_until="commit")
+        page.goto(f"{harness_server}/demo/index.html", wait_until="commit")
         page.wait_for_selector("#nogpu:not([hidden])", timeout=30_000)
         text = page.inner_text("#nogpu")
         for needed in (

@@ -1,4 +1,5 @@
-"""web/harness.html in headless Chromium: Pyodide + py-harness load, runHarness, WebGPU adapter."""
+"""web/harness/harness.html in headless Chromium: Pyodide + py-harness load, runHarness,
+WebGPU adapter."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ RESULTS = paths.output_dir().parent / "test-results"
 @pytest.fixture(scope="module")
 def page(chromium: Any, harness_server: str) -> Iterator[Any]:
     page = chromium.new_page()
-    page.goto(f"{harness_server}/web/harness.html")
+    page.goto(f"{harness_server}/harness/harness.html")
     timings = page.evaluate("() => window.harnessReady")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "page_load_timings.json").write_text(json.dumps(timings, indent=1))
@@ -51,7 +52,7 @@ def _boot_with_dist(chromium: Any, dist: Path) -> dict[str, Any]:
     srv, url = server.start_server(port=0, routes={**server.default_routes(), "dist": dist})
     page = chromium.new_page()
     try:
-        page.goto(f"{url}/web/harness.html")
+        page.goto(f"{url}/harness/harness.html")
         return page.evaluate("() => window.harnessReady")
     finally:
         page.close()
@@ -119,7 +120,7 @@ def test_corrupt_wheel_fails_integrity(chromium: Any, tmp_path: Path) -> None:
     srv, url = server.start_server(port=0, routes={**server.default_routes(), "dist": tmp_path})
     page = chromium.new_page()
     try:
-        page.goto(f"{url}/web/harness.html")
+        page.goto(f"{url}/harness/harness.html")
         message = page.evaluate("() => window.harnessReady.then(() => null, (e) => e.message)")
         assert message.startswith("harness failed to load: loadPackage('py-harness') failed")
     finally:
@@ -133,7 +134,7 @@ def test_load_failure_rejects_ready(chromium: Any, tmp_path: Path) -> None:
     srv, url = server.start_server(port=0, routes=routes)
     page = chromium.new_page()
     try:
-        page.goto(f"{url}/web/harness.html")
+        page.goto(f"{url}/harness/harness.html")
         message = page.evaluate("() => window.harnessReady.then(() => null, (e) => e.message)")
         assert message.startswith("harness failed to load") and "pyodide-lock.json" in message
         status, value, _ = page.evaluate("() => window.runHarness('ping', '{}')")

@@ -38,9 +38,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "outside").mkdir()
     (root / "outside" / "secret.txt").write_text(SECRET)
     files = {
-        "web/index.html": "<!doctype html>",
-        "web/app.js": "export {};",
-        "web/sub/page.html": "<p>",
+        "demo/index.html": "<!doctype html>",
+        "demo/app.js": "export {};",
+        "demo/sub/page.html": "<p>",
         "shaders/k.wgsl": "@compute @workgroup_size(1) fn main() {}",
         "pyodide/pyodide.mjs": "export {};",
         "pyodide/pyodide.asm.wasm": "\0asm",
@@ -51,15 +51,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    (root / "web" / "escape.txt").symlink_to(root / "secret.txt")
-    (root / "web" / "escape_dir").symlink_to(root / "outside", target_is_directory=True)
-    (root / "web" / "alias.js").symlink_to(root / "web" / "app.js")  # stays inside: allowed
+    (root / "demo" / "escape.txt").symlink_to(root / "secret.txt")
+    (root / "demo" / "escape_dir").symlink_to(root / "outside", target_is_directory=True)
+    (root / "demo" / "alias.js").symlink_to(root / "demo" / "app.js")  # stays inside: allowed
     return root
 
 
 @pytest.fixture(scope="module")
 def base_url(site: Path) -> Iterator[str]:
-    routes = {name: site / name for name in ("web", "shaders", "pyodide", "dist")}
+    routes = {name: site / name for name in ("demo", "shaders", "pyodide", "dist")}
     srv, url = server.start_server(port=0, routes=routes)
     yield url
     server.stop(srv)
@@ -68,16 +68,16 @@ def base_url(site: Path) -> Iterator[str]:
 @pytest.mark.parametrize(
     ("path", "mime"),
     [
-        ("/web/index.html", "text/html"),
-        ("/web/app.js", "text/javascript"),
-        ("/web/alias.js", "text/javascript"),
+        ("/demo/index.html", "text/html"),
+        ("/demo/app.js", "text/javascript"),
+        ("/demo/alias.js", "text/javascript"),
         ("/shaders/k.wgsl", "text/plain"),
         ("/pyodide/pyodide.mjs", "text/javascript"),
         ("/pyodide/pyodide.asm.wasm", "application/wasm"),
         ("/pyodide/pyodide-lock.json", "application/json"),
         ("/dist/pyodide-lock.json", "application/json"),
         ("/dist/py_harness-0.1.0-py3-none-any.whl", "application/zip"),
-        ("/web/index.html?cache=bust#frag", "text/html"),
+        ("/demo/index.html?cache=bust#frag", "text/html"),
     ],
 )
 def test_serves_files_with_mime(base_url: str, site: Path, path: str, mime: str) -> None:
@@ -91,13 +91,13 @@ def test_serves_files_with_mime(base_url: str, site: Path, path: str, mime: str)
 
 def test_cache_headers(base_url: str) -> None:
     # Edited live by kernel developers: never cached.
-    for path in ("/web/index.html", "/shaders/k.wgsl", "/dist/pyodide-lock.json"):
+    for path in ("/demo/index.html", "/shaders/k.wgsl", "/dist/pyodide-lock.json"):
         assert fetch(base_url, path)[1]["Cache-Control"] == "no-store"
     assert "max-age" in fetch(base_url, "/pyodide/pyodide.mjs")[1]["Cache-Control"]
 
 
 def test_head_has_headers_only(base_url: str) -> None:
-    status, headers, body = fetch(base_url, "/web/app.js", method="HEAD")
+    status, headers, body = fetch(base_url, "/demo/app.js", method="HEAD")
     assert (status, body) == (200, b"")
     assert headers["Content-Length"] == str(len("export {};"))
 
@@ -105,11 +105,11 @@ def test_head_has_headers_only(base_url: str) -> None:
 def test_root_redirects_to_index(base_url: str) -> None:
     status, headers, _ = fetch(base_url, "/")
     assert status == 302
-    assert headers["Location"] == "/web/index.html"
+    assert headers["Location"] == "/demo/index.html"
 
 
 @pytest.mark.parametrize(
-    "path", ["/web", "/web/", "/web/sub", "/web/sub/", "/dist/", "/nope/x", "/web/missing.js"]
+    "path", ["/demo", "/demo/", "/demo/sub", "/demo/sub/", "/dist/", "/nope/x", "/demo/missing.js"]
 )
 def test_directories_and_unknown_paths_are_404(base_url: str, path: str) -> None:
     status, _, body = fetch(base_url, path)
@@ -120,21 +120,21 @@ def test_directories_and_unknown_paths_are_404(base_url: str, path: str) -> None
 @pytest.mark.parametrize(
     "path",
     [
-        "/web/../secret.txt",
-        "/web/%2e%2e/secret.txt",
-        "/web/%2E%2E%2Fsecret.txt",
-        "/web/..%2fsecret.txt",
-        "/web/..%5csecret.txt",
+        "/demo/../secret.txt",
+        "/demo/%2e%2e/secret.txt",
+        "/demo/%2E%2E%2Fsecret.txt",
+        "/demo/..%2fsecret.txt",
+        "/demo/..%5csecret.txt",
         "/shaders/%2e%2e%2f%2e%2e%2fetc/passwd",
         "/%2e%2e/secret.txt",
-        "/web/./../secret.txt",
-        "/web//etc/passwd",
-        "/web/%2fetc%2fpasswd",
-        "/web/index.html%00.js",
-        "/web/%00",
-        "/web/escape.txt",
-        "/web/escape_dir/secret.txt",
-        "/web/%ff%fe",
+        "/demo/./../secret.txt",
+        "/demo//etc/passwd",
+        "/demo/%2fetc%2fpasswd",
+        "/demo/index.html%00.js",
+        "/demo/%00",
+        "/demo/escape.txt",
+        "/demo/escape_dir/secret.txt",
+        "/demo/%ff%fe",
     ],
 )
 def test_traversal_is_refused(base_url: str, path: str) -> None:
@@ -147,7 +147,7 @@ def test_raw_nul_byte_is_refused(base_url: str) -> None:
     # http.client refuses to send a raw NUL, so speak HTTP over a socket.
     host, port = base_url.removeprefix("http://").rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(b"GET /web/index.html\x00/../../secret.txt HTTP/1.0\r\n\r\n")
+        sock.sendall(b"GET /demo/index.html\x00/../../secret.txt HTTP/1.0\r\n\r\n")
         reply = b"".join(iter(lambda: sock.recv(65536), b""))
     assert reply.split(b" ", 2)[1] in (b"400", b"403", b"404")
     assert SECRET.encode() not in reply
@@ -156,16 +156,21 @@ def test_raw_nul_byte_is_refused(base_url: str) -> None:
 def test_default_routes_refuse_repo_files() -> None:
     srv, url = server.start_server(port=0)
     try:
-        for path in ("/web/../server.py", "/web/%2e%2e/server.py", "/web/..%2fserver.py"):
+        for path in ("/demo/../server.py", "/demo/%2e%2e/server.py", "/demo/..%2fserver.py"):
             status, _, body = fetch(url, path)
             assert status in (403, 404), path
             assert b"ThreadingHTTPServer" not in body
         if (paths.pyodide_dir() / "pyodide.asm.wasm").exists():
             status, headers, _ = fetch(url, "/pyodide/pyodide.asm.wasm", method="HEAD")
             assert (status, headers["Content-Type"]) == (200, "application/wasm")
-        status, headers, _ = fetch(url, "/web/harness.js", method="HEAD")
+        status, headers, _ = fetch(url, "/harness/harness.js", method="HEAD")
         assert (status, headers["Content-Type"]) == (200, "text/javascript")
-        for node_only in ("/web/node-harness.mjs", "/web/pyodide-snapshot.mjs"):
+        # The test page and the demo each under their own route, neither under the other's.
+        for page in ("/harness/harness.html", "/demo/index.html", "/demo/demo.js"):
+            assert fetch(url, page, method="HEAD")[0] == 200, page
+        for elsewhere in ("/harness/demo.js", "/demo/harness.js", "/web/harness.html"):
+            assert fetch(url, elsewhere, method="HEAD")[0] == 404, elsewhere
+        for node_only in ("/harness/node-harness.mjs", "/harness/pyodide-snapshot.mjs"):
             assert fetch(url, node_only, method="HEAD")[0] == 404, node_only
     finally:
         server.stop(srv)
@@ -257,7 +262,7 @@ def test_frames_carry_text_and_blobs_aligned_and_refuse_what_is_torn() -> None:
 
 
 def test_a_stopped_server_has_no_exchange(site: Path) -> None:
-    srv, url = server.start_server(port=0, routes={"web": site / "web"})
+    srv, url = server.start_server(port=0, routes={"demo": site / "demo"})
     assert exchange.for_url(url) is srv.exchange
     server.stop(srv)
     assert exchange.for_url(url) is None

@@ -60,7 +60,7 @@ NOT_PAGE_FILES = [
     for p in sorted(PYODIDE.glob("*"))
     if p.name in ("console.html", "console-v2.html", "README.md", "package.json")
     or p.name.endswith((".d.ts", ".map"))
-] + ["/web/node-harness.mjs"]
+] + ["/harness/node-harness.mjs", "/harness/pyodide-snapshot.mjs"]
 
 
 # ---- request builders ---------------------------------------------------------------------
@@ -173,50 +173,50 @@ KINDS = [
     kind(
         "host-foreign",
         400,
-        get("/web/index.html", host="evil.example"),
-        get("/web/index.html", host="evil.example:80"),
+        get("/demo/index.html", host="evil.example"),
+        get("/demo/index.html", host="evil.example:80"),
         get("/api/info", host="127.0.0.1.evil.example"),
         get("/api/info", host="localhost.evil.example"),
-        get("/web/index.html", host="127.0.0.2"),
+        get("/demo/index.html", host="127.0.0.2"),
     ),
     kind(
         "host-foreign-named", 400, get("/api/info", host="evil.example"), mention=("evil.example",)
     ),
-    kind("host-empty", 400, get("/web/index.html", host=""), get("/api/info", host=" ")),
+    kind("host-empty", 400, get("/demo/index.html", host=""), get("/api/info", host=" ")),
     kind(
         "host-missing",
         400,
-        get("/web/index.html", host=None),
-        raw(b"GET /web/index.html HTTP/1.0\r\n\r\n"),
+        get("/demo/index.html", host=None),
+        raw(b"GET /demo/index.html HTTP/1.0\r\n\r\n"),
         raw(b"GET /api/info HTTP/1.0\r\nConnection: close\r\n\r\n"),
     ),
     # Methods.
     kind(
         "method-not-allowed",
         405,
-        get("/web/index.html", method="OPTIONS"),
+        get("/demo/index.html", method="OPTIONS"),
         get(
             "/api/judge",
             method="OPTIONS",
             headers=[("Origin", EVIL), ("Access-Control-Request-Method", "POST")],
         ),
         get("/api/judge", method="PUT"),
-        get("/web/index.html", method="DELETE"),
+        get("/demo/index.html", method="DELETE"),
         get("/api/info", method="PATCH"),
-        get("/web/index.html", method="TRACE"),
+        get("/demo/index.html", method="TRACE"),
         get(b"127.0.0.1:80", method="CONNECT"),
     ),
     kind(
         "method-unknown",
         501,
-        get("/web/index.html", method="FOO"),
-        get("/web/", method="PROPFIND"),
+        get("/demo/index.html", method="FOO"),
+        get("/demo/", method="PROPFIND"),
         get("/api/info", method="BREW"),
     ),
     kind(
         "post-outside-api",
         405,
-        post("/web/index.html", b"{}"),
+        post("/demo/index.html", b"{}"),
         post("/", b"{}"),
         post("/pyodide/pyodide.mjs", b"{}"),
     ),
@@ -360,15 +360,15 @@ KINDS = [
     kind(
         "request-line-too-long",
         414,
-        get("/web/" + "a" * (9 * 1024)),
+        get("/demo/" + "a" * (9 * 1024)),
         get("/api/info?x=" + "b" * (16 * 1024)),
     ),
     kind(
         "header-block-too-big",
         431,
-        get("/web/index.html", headers=[("X-Big", BIG_HEADER)]),
-        get("/web/index.html", headers=[(f"X-H{i}", "c" * 1900) for i in range(36)]),
-        get("/web/index.html", headers=[(f"X-N{i}", "1") for i in range(101)]),
+        get("/demo/index.html", headers=[("X-Big", BIG_HEADER)]),
+        get("/demo/index.html", headers=[(f"X-H{i}", "c" * 1900) for i in range(36)]),
+        get("/demo/index.html", headers=[(f"X-N{i}", "1") for i in range(101)]),
         get("/api/info", headers=[(f"X-N{i}", "1") for i in range(300)]),
     ),
     # Malformed HTTP.
@@ -376,20 +376,20 @@ KINDS = [
         "malformed-request-line",
         400,
         raw(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"),  # a TLS hello
-        raw(b"GET /web/index.html\r\nHost: {host}\r\n\r\n"),
+        raw(b"GET /demo/index.html\r\nHost: {host}\r\n\r\n"),
         raw(b"HELLO\r\n\r\n"),
-        raw(b"GET /web/a b HTTP/1.1\r\nHost: {host}\r\n\r\n"),
-        raw(b"GET /web/index.html HTTP/1.1 extra\r\nHost: {host}\r\n\r\n"),
+        raw(b"GET /demo/a b HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+        raw(b"GET /demo/index.html HTTP/1.1 extra\r\nHost: {host}\r\n\r\n"),
     ),
     kind(
         "malformed-header",
         400,
-        raw(b"GET /web/index.html HTTP/1.1\r\nHost : {host}\r\n\r\n"),
-        raw(b"GET /web/index.html HTTP/1.1\r\nHost: {host}\r\nFoo bar\r\n\r\n"),
-        raw(b"GET /web/index.html HTTP/1.1\r\nHost: {host}\r\nX: a\rb\r\n\r\n"),  # bare CR
-        raw(b"GET /web/index.html HTTP/1.1\r\nHost: {host}\r\nX: a\x00b\r\n\r\n"),
-        raw(b"GET /web/index.html HTTP/1.1\r\n Host: {host}\r\n\r\n"),
-        raw(b"GET /web/index.html HTTP/1.1\r\nHost: {host}\r\nX(y): z\r\n\r\n"),
+        raw(b"GET /demo/index.html HTTP/1.1\r\nHost : {host}\r\n\r\n"),
+        raw(b"GET /demo/index.html HTTP/1.1\r\nHost: {host}\r\nFoo bar\r\n\r\n"),
+        raw(b"GET /demo/index.html HTTP/1.1\r\nHost: {host}\r\nX: a\rb\r\n\r\n"),  # bare CR
+        raw(b"GET /demo/index.html HTTP/1.1\r\nHost: {host}\r\nX: a\x00b\r\n\r\n"),
+        raw(b"GET /demo/index.html HTTP/1.1\r\n Host: {host}\r\n\r\n"),
+        raw(b"GET /demo/index.html HTTP/1.1\r\nHost: {host}\r\nX(y): z\r\n\r\n"),
     ),
     # Finding 4: JSON.
     kind(
@@ -466,8 +466,8 @@ KINDS = [
     kind(
         "traversal-raw-dotdot",
         REFUSED,
-        get("/web/../server.py"),
-        get("/web/../../../../../../etc/passwd"),
+        get("/demo/../server.py"),
+        get("/demo/../../../../../../etc/passwd"),
         get("/shaders/../pyproject.toml"),
         get("/pyodide/../../server.py"),
         get("/../server.py"),
@@ -475,64 +475,64 @@ KINDS = [
     kind(
         "traversal-encoded-dotdot",
         REFUSED,
-        get("/web/%2e%2e/server.py"),
-        get("/web/%2E%2E%2Fpyproject.toml"),
-        get("/web/..%2fserver.py"),
+        get("/demo/%2e%2e/server.py"),
+        get("/demo/%2E%2E%2Fpyproject.toml"),
+        get("/demo/..%2fserver.py"),
         get("/%2e%2e/%2e%2e/%2e%2e/etc/passwd"),
     ),
     kind(
         "traversal-double-encoded",
         REFUSED,
-        get("/web/%252e%252e/server.py"),
-        get("/web/%252e%252e%252fpyproject.toml"),
-        get("/web/..%252fserver.py"),
+        get("/demo/%252e%252e/server.py"),
+        get("/demo/%252e%252e%252fpyproject.toml"),
+        get("/demo/..%252fserver.py"),
     ),
     kind(
         "traversal-overlong-utf8",
         REFUSED,
-        get("/web/%c0%ae%c0%ae/server.py"),
-        get("/web/%c0%ae%c0%ae%c0%afpyproject.toml"),
-        get("/web/..%c0%afserver.py"),
-        get("/web/%e0%80%ae%e0%80%ae/server.py"),
-        get(b"/web/\xc0\xae\xc0\xae/server.py"),
+        get("/demo/%c0%ae%c0%ae/server.py"),
+        get("/demo/%c0%ae%c0%ae%c0%afpyproject.toml"),
+        get("/demo/..%c0%afserver.py"),
+        get("/demo/%e0%80%ae%e0%80%ae/server.py"),
+        get(b"/demo/\xc0\xae\xc0\xae/server.py"),
     ),
     kind(
         "traversal-backslash",
         REFUSED,
-        get(b"/web/..\\server.py"),
-        get("/web/..%5cserver.py"),
-        get(b"/web\\..\\pyproject.toml"),
-        get("/web/%5c..%5cserver.py"),
+        get(b"/demo/..\\server.py"),
+        get("/demo/..%5cserver.py"),
+        get(b"/demo\\..\\pyproject.toml"),
+        get("/demo/%5c..%5cserver.py"),
     ),
     kind(
         "traversal-nul",
         REFUSED,
-        get("/web/index.html%00.js"),
-        get("/web/%00../server.py"),
-        get(b"/web/index.html\x00/../../server.py"),
+        get("/demo/index.html%00.js"),
+        get("/demo/%00../server.py"),
+        get(b"/demo/index.html\x00/../../server.py"),
     ),
     kind(
         "traversal-absolute",
         REFUSED,
         get("//etc/passwd"),
-        get("/web//etc/passwd"),
-        get("/web/%2fetc%2fpasswd"),
+        get("/demo//etc/passwd"),
+        get("/demo/%2fetc%2fpasswd"),
         get("/etc/passwd"),
-        get(f"/web/{REPO}/server.py"),
+        get(f"/demo/{REPO}/server.py"),
     ),
     kind(
         "repo-dot-git",
         REFUSED,
         get("/.git/HEAD"),
-        get("/web/../.git/HEAD"),
-        get("/web/%2e%2e/.git/config"),
+        get("/demo/../.git/HEAD"),
+        get("/demo/%2e%2e/.git/config"),
     ),
     kind(
         "repo-dot-venv",
         REFUSED,
         get("/.venv/pyvenv.cfg"),
-        get("/web/../.venv/pyvenv.cfg"),
-        get("/web/%2e%2e/.venv/bin/python"),
+        get("/demo/../.venv/pyvenv.cfg"),
+        get("/demo/%2e%2e/.venv/bin/python"),
     ),
     kind(
         "repo-source-files",
@@ -652,8 +652,9 @@ def fetch(
 def page_files() -> list[str]:
     """The files the pages load (the contract's served set), as they exist here."""
     web = [
-        f"/web/{p.name}"
-        for p in sorted(paths.WEB_DIR.iterdir())
+        f"/{route}/{p.name}"
+        for route, folder in (("harness", paths.HARNESS_WEB_DIR), ("demo", paths.DEMO_WEB_DIR))
+        for p in sorted(folder.iterdir())
         # Node's scripts are read from disk, not served: the harness and the snapshot maker
         if p.suffix in (".html", ".js", ".mjs", ".css")
         and p.name not in ("node-harness.mjs", "pyodide-snapshot.mjs")
@@ -718,16 +719,16 @@ def _as_reply(status: int, headers: dict[str, str], body: bytes = b"") -> Reply:
 @pytest.mark.parametrize(
     ("method", "path", "expect"),
     [
-        pytest.param("GET", "/web/index.html", 200, id="file"),
-        pytest.param("HEAD", "/web/demo.css", 200, id="file-head"),
+        pytest.param("GET", "/demo/index.html", 200, id="file"),
+        pytest.param("HEAD", "/demo/demo.css", 200, id="file-head"),
         pytest.param("GET", "/pyodide/pyodide-lock.json", 200, id="pyodide-file"),
         pytest.param("GET", "/api/info", 200, id="api-json"),
         pytest.param("GET", f"/api/inputs?case={'d1-sq17-sk17-h4'}", 200, id="api-inputs"),
         pytest.param("GET", "/", 302, id="redirect"),
-        pytest.param("GET", "/web/missing.js", 404, id="not-found"),
+        pytest.param("GET", "/demo/missing.js", 404, id="not-found"),
         pytest.param("GET", "/api/nope", 404, id="api-not-found"),
-        pytest.param("POST", "/web/index.html", 405, id="post-not-allowed"),
-        pytest.param("DELETE", "/web/index.html", 405, id="method-not-allowed"),
+        pytest.param("POST", "/demo/index.html", 405, id="post-not-allowed"),
+        pytest.param("DELETE", "/demo/index.html", 405, id="method-not-allowed"),
         pytest.param("GET", "/api/inputs?case=nope", 404, id="api-unknown-case"),
     ],
 )
@@ -744,7 +745,7 @@ def test_every_response_kind_has_the_headers(
     if status >= 400:
         assert not error_body_problems(reply)
     if status == 302:
-        assert headers["location"] == "/web/index.html"
+        assert headers["location"] == "/demo/index.html"
 
 
 @pytest.mark.parametrize(
@@ -760,7 +761,7 @@ def test_every_response_kind_has_the_headers(
 def test_allowed_hosts_are_served(hostile_server: tuple[str, list[str]], host: str) -> None:
     url, _ = hostile_server
     addr = address(url)
-    data = request_bytes("GET", "/web/index.html", host.format(port=addr[1]))
+    data = request_bytes("GET", "/demo/index.html", host.format(port=addr[1]))
     reply = exchange(addr, data)
     assert reply.status == 200, reply.describe()
 
@@ -770,8 +771,8 @@ def test_allow_host_names_another_host() -> None:
     try:
         assert "allow_hosts" not in dropped, "start_server() does not take allow_hosts"
         addr = address(url)
-        ok = exchange(addr, request_bytes("GET", "/web/index.html", f"harness.test:{addr[1]}"))
-        bad = exchange(addr, request_bytes("GET", "/web/index.html", "other.test"))
+        ok = exchange(addr, request_bytes("GET", "/demo/index.html", f"harness.test:{addr[1]}"))
+        bad = exchange(addr, request_bytes("GET", "/demo/index.html", "other.test"))
         assert (ok.status, bad.status) == (200, 400), (ok.describe(), bad.describe())
     finally:
         server.stop(srv)
@@ -799,9 +800,9 @@ def test_large_legal_headers_and_request_line_are_accepted(
     addr = address(url)
     host = f"127.0.0.1:{addr[1]}"
     headers = [(f"X-H{i}", "d" * 1000) for i in range(40)]  # 40 KiB in 40 headers
-    reply = exchange(addr, request_bytes("GET", "/web/index.html", host, headers))
+    reply = exchange(addr, request_bytes("GET", "/demo/index.html", host, headers))
     assert reply.status == 200, reply.describe()
-    reply = exchange(addr, request_bytes("GET", "/web/index.html?" + "e" * 7000, host))
+    reply = exchange(addr, request_bytes("GET", "/demo/index.html?" + "e" * 7000, host))
     assert reply.status == 200, reply.describe()
 
 

@@ -103,7 +103,7 @@ def hold_slow_clients(
 
 def trickle_request(host: str) -> bytes:
     # A header block that never ends: one more header byte every step.
-    return f"GET /web/index.html HTTP/1.1\r\nHost: {host}\r\nX-Slow: ".encode() + b"a" * 500
+    return f"GET /demo/index.html HTTP/1.1\r\nHost: {host}\r\nX-Slow: ".encode() + b"a" * 500
 
 
 def test_slow_and_idle_clients_are_closed_and_others_answered(
@@ -125,7 +125,7 @@ def test_slow_and_idle_clients_are_closed_and_others_answered(
     most_threads = 0
     deadline = time.monotonic() + 4.0
     while time.monotonic() < deadline:
-        for path in ("/web/index.html", "/api/info"):
+        for path in ("/demo/index.html", "/api/info"):
             t0 = time.monotonic()
             conn = http.client.HTTPConnection(*addr, timeout=5)
             try:
@@ -218,7 +218,7 @@ def test_idle_keepalive_connection_is_closed(
     """After a complete response on a kept-alive connection, silence is closed too."""
     addr, _ = slow_server
     data = (
-        f"GET /web/index.html HTTP/1.1\r\nHost: 127.0.0.1:{addr[1]}\r\n\r\n".encode()
+        f"GET /demo/index.html HTTP/1.1\r\nHost: 127.0.0.1:{addr[1]}\r\n\r\n".encode()
     )  # no Connection: close
     t0 = time.monotonic()
     with socket.create_connection(addr, timeout=6) as sock:

@@ -89,7 +89,7 @@ class Exchange:
 
 
 def pack(text: str, blobs: Sequence[Bytes]) -> bytes:
-    """A JSON text and blobs as one frame (the module's docstring; web/harness-core.mjs
+    """A JSON text and blobs as one frame (the module's docstring; web/harness/harness-core.mjs
     reads and writes the same)."""
     raw = text.encode()
     for i, blob in enumerate(blobs):

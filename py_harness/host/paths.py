@@ -28,6 +28,10 @@ def _data(name: str) -> Path:
 
 SHADER_DIR = _data("shaders")
 WEB_DIR = _data("web")
+# The harness's page plumbing (the test page, its glue, the Node runtime, the snapshot maker),
+# and the demo page built on it: two folders, served under /harness/ and /demo/.
+HARNESS_WEB_DIR = WEB_DIR / "harness"
+DEMO_WEB_DIR = WEB_DIR / "demo"
 # package.json and package-lock.json: the pinned npm packages (`py-harness setup`).
 NPM_DIR = _CHECKOUT if IN_CHECKOUT else _DATA
 

@@ -17,9 +17,9 @@ backend is needed.
 The lock entry's ``file_name`` is the bare wheel name (``--base-path`` = the wheel's folder).
 Pyodide 314 resolves a relative ``file_name`` as ``new URL(file_name, packageBaseUrl)``;
 ``packageBaseUrl`` defaults to the folder of ``lockFileURL`` and must be given explicitly with
-``lockFileContents`` (web/harness.js passes the absolute URL of ``/dist/``). So the wheel sits
-next to the lock file, and the lock works wherever /dist/ is mounted. Pyodide checks the
-entry's sha256 (subresource integrity) when it downloads the wheel.
+``lockFileContents`` (web/harness/harness.js passes the absolute URL of ``/dist/``). So the
+wheel sits next to the lock file, and the lock works wherever /dist/ is mounted. Pyodide checks
+the entry's sha256 (subresource integrity) when it downloads the wheel.
 
 Rebuilding is skipped when a content hash of the inputs (the in-browser files, Pyodide's
 lock file) matches the stamp left by the last build.

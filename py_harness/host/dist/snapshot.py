@@ -1,5 +1,6 @@
-"""The Pyodide memory snapshot the pages and the Node runtime boot from (web/pyodide-snapshot.mjs
-makes it with Node; docs/runtimes.md, "Pyodide", says what it saves).
+"""The Pyodide memory snapshot the pages and the Node runtime boot from
+(web/harness/pyodide-snapshot.mjs makes it with Node; docs/runtimes.md, "Pyodide", says what
+it saves).
 
 It is an optimisation: without Node, or when making it fails, there is none and Pyodide
 starts as before; the page's harnessTimings say which way it booted (`snapshot`). It is
@@ -19,7 +20,7 @@ from pathlib import Path
 from .. import paths
 
 SNAPSHOT_NAME = "pyodide-snapshot.bin"
-SCRIPT = paths.WEB_DIR / "pyodide-snapshot.mjs"
+SCRIPT = paths.HARNESS_WEB_DIR / "pyodide-snapshot.mjs"
 # What names the Pyodide build whose start-up the snapshot is (its version and its lock),
 # hashed on every build() call: small files, where hashing the 12 MB the start-up runs took
 # 15-31 ms a call. A snapshot of another build would not restore anyway (Pyodide checks its

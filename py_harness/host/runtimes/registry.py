@@ -243,7 +243,7 @@ class Dawn:
         yield _Workers(native_worker_command(self.name), self.name, dawn_environment())
 
 
-NODE_HARNESS = paths.WEB_DIR / "node-harness.mjs"
+NODE_HARNESS = paths.HARNESS_WEB_DIR / "node-harness.mjs"
 NODE_PACKAGES = ("pyodide/pyodide.mjs", "webgpu/package.json")
 NODE_POLL_SPIN = "HARNESS_NODE_POLL_SPIN_MS"
 NODE_POLL_SPIN_MS = "2"
@@ -290,7 +290,7 @@ class Node:
     def environment(env: dict[str, str]) -> dict[str, str]:
         """The child's environment: where the wheel and the npm packages are and, on
         SwiftShader, how long a wait for the GPU spins before its ticks go on a 1 ms timer
-        (NODE_POLL_SPIN_MS; web/node-harness.mjs says why). On a GPU they spin throughout:
+        (NODE_POLL_SPIN_MS; web/harness/node-harness.mjs says why). On a GPU they spin throughout:
         the timer costs milliseconds per dispatch there (docs/runtimes.md). A value in
         the caller's environment stands."""
         spin = {NODE_POLL_SPIN: NODE_POLL_SPIN_MS} if on_swiftshader(env) else {}

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ...gpu.device import Bytes
     from ...service import HarnessService
 
-HARNESS_PAGE = "/web/harness.html"
+HARNESS_PAGE = "/harness/harness.html"
 # Requests longer than this go to the page by fetch where this process serves it
 # (exchange.py); shorter ones, and every request to a page served elsewhere, as an
 # argument of the automation protocol's call.
@@ -164,7 +164,7 @@ def staged_blobs(
 
 class PageSession(_AdapterName):
     """What the browsers' sessions share: a call runs window[function](entry, ...args) in
-    the page (web/harness.js), which answers [status, value, stack]; `_run`, each
+    the page (web/harness/harness.js), which answers [status, value, stack]; `_run`, each
     browser's own, gets it there. Where this process's server serves the page, a large
     request goes by fetch (staged_request) and a case's tensors as bytes both ways
     (call_blobs: the page fetches them and POSTs its outputs back)."""

@@ -1,7 +1,7 @@
 """Runtimes that live in a child process, spoken to over its pipes.
 
 Two children speak this protocol: `python -m py_harness.host.runtimes.native_worker dawn` (the
-native backend on wgpudawn) and `node web/node-harness.mjs` (the page's own Python in
+native backend on wgpudawn) and `node web/harness/node-harness.mjs` (the page's own Python in
 Pyodide, on Dawn for Node). A child of its own keeps each implementation's Vulkan driver
 choice and native library out of the host process (wgpu-native and Dawn export the same
 C symbols), and a child that crashes or hangs costs one call, not the test session.

@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     # A wildcard bind is not a URL a browser can use; point at loopback (a secure context).
     if args.host in ("0.0.0.0", "::", ""):
         url = base_url("127.0.0.1", server.server_address[1])
-    print(f"Serving on {url}/  (demo page; test page: {url}/web/harness.html)", flush=True)
+    print(f"Serving on {url}/  (demo page; test page: {url}/harness/harness.html)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -1,10 +1,10 @@
 """The pages' HTTP server: asyncio for the connections, h11 for the protocol. Its command
 line (`python server.py`, `py-harness serve`) is serve.py.
 
-Routes: /web/, /shaders/, /pyodide/, /dist/ (static.py: only the files the pages load);
-/api/ (api.py: the demo page's NumPy side); /exchange/ (host/exchange.py: large requests from
-this process's sessions to their pages, each fetched once, and the pages' replies, each
-POSTed once to a slot its session opened); / redirects to /web/index.html.
+Routes: /harness/, /demo/, /shaders/, /pyodide/, /dist/ (static.py: only the files the pages
+load); /api/ (api.py: the demo page's NumPy side); /exchange/ (host/exchange.py: large
+requests from this process's sessions to their pages, each fetched once, and the pages'
+replies, each POSTed once to a slot its session opened); / redirects to /demo/index.html.
 
 Why not http.server: it holds a thread per connection with no deadline (20 slow and 20 idle
 clients each held one for 30 s), took Content-Length through str.isdigit ("²" raised) and
@@ -280,7 +280,7 @@ class HarnessServer:
         raw = raw.split("#", 1)[0]
         if raw == "/":
             return Reply(
-                302, headers=[(b"Location", b"/web/index.html")], content_type="text/plain"
+                302, headers=[(b"Location", b"/demo/index.html")], content_type="text/plain"
             )
         if raw.startswith("/api/"):
             return await self._api(request.method.decode(), raw, query, body)

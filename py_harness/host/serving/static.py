@@ -1,12 +1,13 @@
 """Which files the server hands out, and how: only what the pages load.
 
-/web/ -> web/, /shaders/ -> shaders/, /pyodide/ -> node_modules/pyodide/, /dist/ -> the Pyodide
-wheel, its pyodide-lock.json and Pyodide's snapshot (host/paths.py locates each). A file is
-served when its route allows its name: the pages' own HTML, scripts and styles, the WGSL, the
-five files Pyodide's loader fetches, the wheel, the lock and the snapshot. Pyodide's
+/harness/ -> web/harness/ (the test page the runtimes open and its glue), /demo/ -> web/demo/
+(the demo page), /shaders/ -> shaders/, /pyodide/ -> node_modules/pyodide/, /dist/ -> the
+Pyodide wheel, its pyodide-lock.json and Pyodide's snapshot (host/paths.py locates each). A
+file is served when its route allows its name: the pages' own HTML, scripts and styles, the
+WGSL, the five files Pyodide's loader fetches, the wheel, the lock and the snapshot. Pyodide's
 console.html (which loads jQuery from a CDN), its README, package.json, .d.ts and .map files,
-and web/node-harness.mjs (Node's, read from disk) are never served, though they sit in the
-same folders.
+and web/harness/'s node-harness.mjs and pyodide-snapshot.mjs (Node's, read from disk) are
+never served, though they sit in the same folders.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from .. import paths
 
 # route -> the file names it serves (fnmatch patterns, one folder deep: no subfolders).
 SERVED: dict[str, tuple[str, ...]] = {
-    "web": ("*.html", "*.js", "harness-core.mjs", "*.css"),
+    "harness": ("harness.html", "harness.js", "harness-core.mjs"),
+    "demo": ("*.html", "*.js", "*.css"),
     "shaders": ("*.wgsl",),
     "pyodide": (
         "pyodide.js",
@@ -54,9 +56,10 @@ NO_STORE = "no-store"
 
 
 def default_routes() -> dict[str, Path]:
-    """The four folders the pages use (host/paths.py says where each one is)."""
+    """The five folders the pages use (host/paths.py says where each one is)."""
     return {
-        "web": paths.WEB_DIR,
+        "harness": paths.HARNESS_WEB_DIR,
+        "demo": paths.DEMO_WEB_DIR,
         "shaders": paths.SHADER_DIR,
         "pyodide": paths.pyodide_dir(),
         "dist": paths.dist_dir(),
@@ -89,7 +92,7 @@ def resolve(routes: dict[str, Path], raw: str) -> tuple[HTTPStatus, str, Path | 
         return HTTPStatus.NOT_FOUND, route, None
     parts = rest.split("/")
     # Decoded before checking, so %2e%2e and ..%2f are caught; empty parts would let
-    # "/web//etc/passwd" name an absolute path.
+    # "/demo//etc/passwd" name an absolute path.
     if any(p in ("", ".", "..") for p in parts):
         return HTTPStatus.FORBIDDEN, route, None
     if len(parts) != 1 or not served(route, parts[0]):

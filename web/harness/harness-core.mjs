@@ -13,7 +13,7 @@ const since = (t) => Math.round((performance.now() - t) * 10) / 10;
 
 // Load Pyodide and the wheel named in the lock file; fills `timings` (ms) as it goes.
 // `started` is when the host began (the browser starts fetching the lock before this).
-// `snapshot`: the bytes of build/dist/pyodide-snapshot.bin (web/pyodide-snapshot.mjs), or
+// `snapshot`: the bytes of build/dist/pyodide-snapshot.bin (web/harness/pyodide-snapshot.mjs), or
 // null: Pyodide restores its memory after start-up instead of starting Python. Should
 // that fail, Pyodide starts as it would without one (timings.snapshot says which).
 export async function bootHarness(

@@ -5,7 +5,7 @@
 // again (docs/runtimes.md, "Pyodide", has the times). The snapshot holds no JS objects
 // and nothing of the harness, so one made here in Node serves the page in any browser;
 // it is tied to this Pyodide build alone (host/dist/snapshot.py keys it on its files).
-//   node web/pyodide-snapshot.mjs NODE_MODULES OUT_FILE
+//   node web/harness/pyodide-snapshot.mjs NODE_MODULES OUT_FILE
 
 import { renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -20,7 +20,7 @@ const STDLIB = [
 
 const [nodeModules, out] = process.argv.slice(2);
 if (!nodeModules || !out) {
-  console.error("usage: node web/pyodide-snapshot.mjs NODE_MODULES OUT_FILE");
+  console.error("usage: node web/harness/pyodide-snapshot.mjs NODE_MODULES OUT_FILE");
   process.exit(2);
 }
 const { loadPyodide } = await import(pathToFileURL(join(nodeModules, "pyodide/pyodide.mjs")));

@@ -8,7 +8,7 @@
 //   in:  [id, entry, requestJson, [n1, ...]]  then n1 + ... bytes
 //   out: "\x1e" + [id, "ok", replyJson, null, [n1, ...]]  then the outputs' n1 + ... bytes
 // Everything else (Python's print, Dawn's warnings) goes to stderr.
-//   node web/node-harness.mjs [dawn option ...]   e.g. backend=vulkan
+//   node web/harness/node-harness.mjs [dawn option ...]   e.g. backend=vulkan
 
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
@@ -17,7 +17,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 import { bootHarness, makeRunHarness, makeRunHarnessBlobs } from "./harness-core.mjs";
 
-const ROOT = new URL("..", import.meta.url);
+// The checkout (or the installed package's _data/): web/harness/ is two folders down.
+const ROOT = new URL("../..", import.meta.url);
 const path = (rel) => fileURLToPath(new URL(rel, ROOT));
 // The host names both folders (py_harness/host/paths.py); a checkout's are the fallback.
 const NODE_MODULES = process.env.HARNESS_NODE_MODULES || path("node_modules");
@@ -67,13 +68,14 @@ globalThis.setImmediate = (fn, ...args) => {
 };
 
 // Relative URLs are the page's own files (page.py fetches "../shaders/NAME"): read them
-// from the checkout, as the server would serve them.
+// from the checkout, as the server would serve them. The base is the page's folder as the
+// server names it (/harness/, one below the root as shaders/ is), not where this file sits.
 const nodeFetch = globalThis.fetch;
-const WEB = new URL("web/", ROOT);
+const PAGE_BASE = new URL("harness/", ROOT);
 globalThis.fetch = async (url, init) => {
   if (typeof url === "string" && !/^[a-z][a-z0-9+.-]*:/i.test(url)) {
     try {
-      return new Response(await readFile(new URL(url, WEB)));
+      return new Response(await readFile(new URL(url, PAGE_BASE)));
     } catch (err) {
       return new Response(String(err), { status: err.code === "ENOENT" ? 404 : 500 });
     }

@@ -1,4 +1,4 @@
-// The demo page (web/index.html): boot, the case form and its URL. Start-up stages, the WebGPU
+// The demo page (web/demo/index.html): boot, the case form and its URL. Start-up stages, the WebGPU
 // check and the adapter card are in demo-startup.js; the URL's parameters in demo-url.js; a
 // form run in demo-run.js, its history in demo-history.js, A vs B in demo-compare.js, the
 // case matrix in demo-matrix.js.
@@ -423,7 +423,7 @@ async function boot() {
     return;
   }
   // harness.js defines window.harnessReady / runHarness / harnessTimings and starts Pyodide.
-  await import("./harness.js");
+  await import("../harness/harness.js");
   const ready = window.harnessReady;
   ready.catch(() => {});
   // Download ends when both big files are in (polled for the live display, and read again
