@@ -731,7 +731,7 @@ def test_inputs_are_seeded_and_masks_mean_what_the_harness_means(demo: Any) -> N
     assert slopes.shape == (6,) and np.array_equal(slopes, slopes.astype(np.float32))
     assert (slopes >= 0).all() and (slopes <= np.float32(0.3)).all() and len(set(slopes)) == 6
     assert got["perHead"] == got["slopes"][:2]  # the same stream, two slopes instead of six
-    # evaluate._make_mask's keypad: batch b sees its first sk - 7b - 3 keys.
+    # inputs.make_mask's keypad: batch b sees its first sk - 7b - 3 keys.
     want = np.zeros((3, 1, 1, 20), np.float32)
     for b in range(3):
         want[b, ..., 20 - 7 * b - 3 :] = -np.inf

@@ -1,11 +1,12 @@
 // Variant A against variant B in one click: the form's case, the same inputs for both, each
-// run on the GPU and judged by the server; then their times, their error ratios and the
-// largest |A - B| per output side by side (the pictures card maps |A - B|).
+// run on the GPU and judged by the server; then it joins the history, whose comparison card
+// (demo-result.js) shows their times, their error ratios and the largest |A - B| per output
+// side by side, and the pictures map |A - B|.
 
-import { makeInputs } from "./demo-data.js";
+import { variantRefusal } from "./demo-api.js";
+import { MASK_LABELS, makeInputs } from "./demo-data.js";
 import { addEntry } from "./demo-history.js";
 import {
-  MASK_LABELS,
   decode,
   encodeInputs,
   finishJob,
@@ -13,9 +14,8 @@ import {
   provenance,
   runOnGpu,
   startJob,
-} from "./demo-run.js";
-import { num, variantRefusal } from "./demo-api.js";
-import { $, Cancelled, NAMES, VERDICTS, esc, fmtErr, ms, secs, shapeText, verdictOf } from "./demo-util.js";
+} from "./demo-job.js";
+import { $, Cancelled, secs, shapeText } from "./demo-util.js";
 
 export async function runCompare(state) {
   if (state.busy || !state.ready) return;
@@ -108,46 +108,3 @@ export async function runCompare(state) {
     finishJob(state, job, err instanceof Cancelled ? "cancelled" : "error", err);
   }
 }
-
-export function renderCompare(e) {
-  $("#compare-title").textContent = `${e.a.variant} vs ${e.b.variant}`;
-  $("#compare-sub").textContent = `${e.name} · ${e.meta}`;
-  $("#compare-command-text").hidden = true;
-  const pill = (r) => {
-    const st = verdictOf(r);
-    return `<span class="pill ${VERDICTS[st].cls}" data-status="${st}">${VERDICTS[st].label}</span>`;
-  };
-  const src = (r) => (r.timing_source === "timestamp-query" ? "GPU timestamps" : "wall clock");
-  const timeRow = (label, key) =>
-    `<tr data-row="${key}"><td>${label}</td>` +
-    [e.a, e.b]
-      .map((r, i) => `<td class="num" data-side="${"ab"[i]}" title="${src(r)}">${ms(r.timings_ms[key])} ms</td>`)
-      .join("") +
-    `<td class="num muted">${ratioText(e.b.timings_ms[key], e.a.timings_ms[key])}</td></tr>`;
-  const byName = (r) => Object.fromEntries(r.reports.map((x) => [x.name, x]));
-  const ra = byName(e.a);
-  const rb = byName(e.b);
-  const outRows = Object.keys(ra)
-    .map((n) => {
-      const cell = (r, side) =>
-        `<td class="num ${r.passed ? "" : "bad"}" data-side="${side}" data-ratio="${n}" title="${esc(`max abs err ${fmtErr(r.max_abs_err)}, bound ${fmtErr(r.bound)}`)}">${num(r.ratio).toFixed(3)}</td>`;
-      const d = e.maxDiff[n];
-      return (
-        `<tr data-output="${n}"><td>${NAMES[n] ?? esc(n)} error ratio</td>${cell(ra[n], "a")}${cell(rb[n], "b")}` +
-        `<td class="num" data-diff="${n}" title="max |${NAMES[n]}(A) − ${NAMES[n]}(B)|; the output's bound is ${fmtErr(ra[n].bound)}">${d === 0 ? "0" : fmtErr(d)}</td></tr>`
-      );
-    })
-    .join("");
-  const compile = (r) => (r.compile_ms === null ? "earlier" : `${ms(r.compile_ms)} ms`);
-  $("#compare-table").innerHTML =
-    `<thead><tr><th></th><th data-side="a">A: ${esc(e.a.variant)}</th><th data-side="b">B: ${esc(e.b.variant)}</th>` +
-    `<th>B / A · |A − B|</th></tr></thead><tbody>` +
-    `<tr data-row="verdict"><td>verdict</td><td>${pill(e.a)}</td><td>${pill(e.b)}</td><td></td></tr>` +
-    timeRow("forward (GPU)", "forward_ms") +
-    timeRow("backward (GPU)", "backward_ms") +
-    `<tr data-row="compile"><td>pipeline compile</td><td class="num">${compile(e.a)}</td><td class="num">${compile(e.b)}</td><td></td></tr>` +
-    outRows +
-    `</tbody>`;
-}
-
-const ratioText = (b, a) => (a > 0 && Number.isFinite(b) ? `${(b / a).toFixed(2)}×` : "");

@@ -34,7 +34,7 @@ export function normals(uniform) {
   };
 }
 
-// Mask presets. Each has the meaning of its counterpart in evaluate._make_mask.
+// Mask presets. Each has the meaning of its counterpart in inputs.make_mask (host/judge/).
 export const MASK_PRESETS = {
   none: { label: "none", shape: () => null },
   // Batch element b sees its first Sk - 7b - 3 keys; the padding is -inf.
@@ -44,6 +44,11 @@ export const MASK_PRESETS = {
   // Random additive, and every 5th query row (qi % 5 == 4) -inf: rows with no visible key.
   rows: { label: "rows fully masked", shape: (c) => [c.seq_q, c.seq_k] },
 };
+
+// Each preset's label, by name (shapeText's labels).
+export const MASK_LABELS = Object.fromEntries(
+  Object.entries(MASK_PRESETS).map(([k, p]) => [k, p.label]),
+);
 
 // ALiBi presets (FlashAttention-2's alibi_slopes), the matrix's alibi kinds (cases.py): each
 // gives the config's alibi_shape, null for none.
@@ -223,8 +228,8 @@ export function alibiSlope(cfg, slopes, b, h) {
   return slopes[(cfg.alibi_shape.length === 2 ? b * cfg.num_heads : 0) + h];
 }
 
-// Softmax weights P [Sq, Sk] of batch b, head h, in float64, as reference._probs defines
-// them: the score is softcap · tanh(scale · q.k / softcap) (with a softcap, its f32 value),
+// Softmax weights P [Sq, Sk] of batch b, head h, in float64, as the reference defines
+// them (host/judge/reference.py: Setting.scored, _softmax): the score is softcap · tanh(scale · q.k / softcap) (with a softcap, its f32 value),
 // minus slope · |kj - qa| (ALiBi, reference.alibi_bias), plus the mask; NaN where a key is
 // absent (visibleWindow, or a score <= -1e30), and `dropped` marks the weights that dropout
 // zeroes (P itself is drawn before dropout).

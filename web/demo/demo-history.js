@@ -2,26 +2,12 @@
 // by its variant(s), shape, runtime, adapter and time; one is shown at a time. Each can be
 // downloaded as JSON, copied, or turned into the command line that reruns it.
 
-import { renderCompare } from "./demo-compare.js";
-import { renderPictures, renderResult, setupPicks } from "./demo-run.js";
-import { $, VERDICTS, clock, copyText, downloadJson, esc, slug, verdictOf } from "./demo-util.js";
-
-// Each entry keeps its tensors (for the pictures): a few MB for the form's default case,
-// more for big ones. The oldest go first.
-const MAX_HISTORY = 12;
-let nextId = 1;
+import { recordEntry, shownEntry } from "./demo-entries.js";
+import { renderCompare, renderPictures, renderResult, setupPicks } from "./demo-result.js";
+import { $, VERDICTS, copyText, downloadJson, esc, slug, verdictOf } from "./demo-util.js";
 
 export function addEntry(state, entry, what) {
-  entry.id = nextId++;
-  entry.name = `#${entry.id} ${what}`;
-  entry.meta = `${entry.runtime} · ${entry.adapter || "unknown adapter"} · ${clock(entry.created)}`;
-  state.history.unshift(entry);
-  state.history.splice(MAX_HISTORY);
-  show(state, entry.id);
-}
-
-export function shownEntry(state) {
-  return state.history.find((e) => e.id === state.selected) ?? null;
+  show(state, recordEntry(state, entry, what));
 }
 
 export function show(state, id) {

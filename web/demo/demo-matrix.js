@@ -4,7 +4,8 @@
 // by status; results as JSON (copy or download) and the command that reruns a case.
 
 import { call, getJSON, num, postJudge, variantRefusal } from "./demo-api.js";
-import { errorRows, finishJob, startJob } from "./demo-run.js";
+import { finishJob, startJob } from "./demo-job.js";
+import { errorRows } from "./demo-result.js";
 import {
   $,
   Cancelled,

@@ -1,7 +1,8 @@
-// The demo page (web/demo/index.html): boot, the case form and its URL. Start-up stages, the WebGPU
-// check and the adapter card are in demo-startup.js; the URL's parameters in demo-url.js; a
-// form run in demo-run.js, its history in demo-history.js, A vs B in demo-compare.js, the
-// case matrix in demo-matrix.js.
+// The demo page (web/demo/index.html): boot, the case form and its URL. Start-up stages, the
+// WebGPU check and the adapter card are in demo-startup.js; the URL's parameters in
+// demo-url.js; a form run in demo-run.js, A vs B in demo-compare.js, the job life cycle both
+// share in demo-job.js, the history in demo-history.js (its entries in demo-entries.js), how
+// an entry is shown in demo-result.js, the case matrix in demo-matrix.js.
 //
 // State for tests and the console: window.demo; document.body.dataset.state is
 // loading | ready | no-webgpu | error, dataset.run (a form run or a comparison) and
@@ -12,7 +13,8 @@ import { runCompare } from "./demo-compare.js";
 import { ALIBI_PRESETS, MASK_PRESETS, cuSeqlens, parseSeqlens } from "./demo-data.js";
 import { wireHistory } from "./demo-history.js";
 import { initMatrix, runMatrix, selectCase, wireMatrix } from "./demo-matrix.js";
-import { renderPictures, runCase } from "./demo-run.js";
+import { renderPictures } from "./demo-result.js";
+import { runCase } from "./demo-run.js";
 import {
   STAGES,
   Stages,
