@@ -17,7 +17,7 @@ from .sizing import buffer_sizes
 # The demo server computes the float64 reference and the float32 baselines (host/judge) for
 # whatever shape a request declares: a 208-byte change to a body can ask for gigabytes. These
 # model judge_outputs' peak memory and time from the shape alone, so the server and the page's
-# form refuse before any array work. Fitted over `python scripts/reference_cost.py` (NumPy 2.5,
+# form refuse before any array work. Fitted over `python benchmarks/reference_cost.py` (NumPy 2.5,
 # this 2-core machine; docs/serving.md has the table) to stay above what it measures.
 REFERENCE_BYTES_PER_SCORE = 40  # per element of B*H*Sq*Sk: P, dP, dS in float64 and float32
 REFERENCE_BYTES_PER_FLOAT = 28  # per tensor element: float64 copies, baselines, base64

@@ -74,7 +74,7 @@ async def run_kernel(
     runs: int,
     warmup: int = 0,
 ) -> tuple[list[bytes], float]:
-    """One generated kernel (entry point `main`; the probes in scripts/) over storage buffers
+    """One generated kernel (entry point `main`; the probes in benchmarks/) over storage buffers
     bound in order: the inputs but the last read-only, an output of each size in out_bytes,
     then the last input (its dimensions) read-only. Runs it once and reads the outputs back;
     then, where runs > 0, times `runs` runs more after `warmup` (the first run warmed it up).

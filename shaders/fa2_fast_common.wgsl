@@ -29,7 +29,7 @@
 //   Invocation tx owns output vec4 columns tx and tx + 16 (FF_NCOL of them) of its rows.
 // Occupancy decides the speed here: an SM runs a second workgroup only when both fit in
 // its registers and workgroup memory (about 128 registers per invocation and 24 KiB each
-// on the H200, measured by scripts/occupancy_probe.py). So loads are not prefetched into
+// on the H200, measured by benchmarks/occupancy_probe.py). So loads are not prefetched into
 // registers across steps (that saved nothing, and its 24 registers kept the dQ and dK/dV
 // passes at one workgroup per SM), and workgroup memory stays under 24 KiB.
 // Row strides of 9 / 17 / 16 FF_NCOL + 1 vec4 keep the vec4 reads of 8 consecutive tx

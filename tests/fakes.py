@@ -1,15 +1,11 @@
 """Test helpers shared by several test modules: a device that does no GPU work, a way to
 run an event loop from a test that Playwright's loop may already occupy, a folder of
-shaders with a planted bug in it, what a command-line tool said refusing, and a script of
-scripts/ loaded as a module."""
+shaders with a planted bug in it, and what a command-line tool said refusing."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import ModuleType
 
 from py_harness.gpu.device import Device
 from py_harness.host.judge.mutants import MUTANTS
@@ -67,20 +63,6 @@ class NoGPUWorkDevice(Device):
 
     async def _wait(self):  # noqa: ANN202
         self._gpu_work()
-
-
-def script_module(name: str) -> ModuleType:
-    """scripts/<name>.py as a module (scripts/ is not a package)."""
-    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    # registered while it runs: a dataclass in it looks its module up by name
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[name]
-    return module
 
 
 def write_variant(folder: Path, toml: str, wgsl: str, wgsl_name: str = "k.wgsl") -> Path:

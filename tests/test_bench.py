@@ -20,7 +20,7 @@ from py_harness.host.tools.ablate import ABLATIONS, ablated_sources
 from py_harness.host.tools.bench_impls import flops
 from py_harness.host.tools.bench_plot import write_svg
 from py_harness.kernels import VARIANTS
-from tests.fakes import own_thread, planted_shaders, refusal_text, script_module
+from tests.fakes import own_thread, planted_shaders, refusal_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -227,85 +227,6 @@ def test_seq_k_benchmarks_short_keys_and_wants_an_offset_with_causal(tmp_path: P
     fast = next(r for r in json.loads(out.read_text())["rows"] if r["impl"] == "fast")
     assert VARIANTS["fast"].kv_parts(dataclasses.replace(cfg, seq_q=1100), 2**31) > 1
     assert "fa2f_bwd_kv_sum" in fast["extra"]["pass_ms"]
-
-
-@pytest.mark.needs_runtime("wgpu")
-@pytest.mark.slow
-def test_occupancy_probe_times_each_spread(tmp_path: Path) -> None:
-    """scripts/occupancy_probe.py (docs/records/gpu.md quotes it) runs on this adapter:
-    a time per spread for each config that fits, none for one over the memory limit."""
-    import asyncio
-
-    from py_harness.host.gpu.native import request_device
-
-    probe = script_module("occupancy_probe")
-
-    async def run() -> list:
-        dev = await request_device()
-        over = dev.limits["maxComputeWorkgroupStorageSize"] / 1024 + 1
-        return await probe.residency(dev, [(1, 4), (over, 4), (2, 8)], sms=1, iters=64, runs=1)
-
-    rows = own_thread(asyncio.run, run())
-    assert [(kb, live) for kb, live, _ in rows] == [(1, 16), (2, 32)]
-    assert all(len(t) == len(probe.SPREAD) and min(t) > 0 for _, _, t in rows)
-
-
-@pytest.mark.needs_runtime("wgpu")
-@pytest.mark.slow
-def test_case_overhead_script_times_each_step() -> None:
-    """scripts/case_overhead.py (docs/records/gpu.md quotes it) runs: per run, wall, GPU
-    and beyond-GPU times, with the wall at least the GPU time and every step named."""
-    script = [sys.executable, str(ROOT / "scripts/case_overhead.py")]
-    small = ["--seq", "40", "--heads", "2", "--head-dim", "8", "--runs", "2"]
-    out = subprocess.run(
-        [*script, *small], capture_output=True, text=True, timeout=300, check=True, cwd=ROOT
-    ).stdout
-    rows = [ln for ln in out.splitlines() if ln.startswith("wall ")]
-    assert len(rows) == 2, out
-    for row in rows:
-        fields = row.split()
-        wall, gpu = float(fields[1]), float(fields[3])
-        assert wall >= gpu > 0, row
-        for step in ("scan_nonfinite", "create_buffers", "submit", "collect", "copy_out"):
-            assert f" {step} " in row, row
-
-
-@pytest.mark.needs_runtime("wgpu")
-def test_transport_cost_script_compares_bytes_and_base64() -> None:
-    """scripts/transport_cost.py (docs/records/gpu.md quotes it): per run, a line for the
-    tensors as bytes and one as base64, each with the wall time at least the service's."""
-    script = [sys.executable, str(ROOT / "scripts/transport_cost.py"), "--runtime", "wgpu"]
-    small = ["--seq", "40", "--seq-k", "24", "--heads", "2", "--head-dim", "8", "--runs", "2"]
-    out = subprocess.run(
-        [*script, *small], capture_output=True, text=True, timeout=300, check=True, cwd=ROOT
-    ).stdout
-    rows = [ln.split() for ln in out.splitlines() if ln.startswith("wgpu ")]
-    assert [r[1] for r in rows] == ["bytes", "base64"] * 2, out
-    for r in rows:
-        assert float(r[3]) >= float(r[5]) > 0, r
-
-
-@pytest.mark.needs_runtime("wgpu")
-def test_kv_parts_sweep_forces_the_count() -> None:
-    """scripts/kv_parts_sweep.py (docs/records/gpu.md quotes it) runs bench with the count
-    it is given: one part where the rule takes two, so no pass adds copies of dK and dV."""
-    shape = ["--seq", "256", "--seq-k", "64", "--heads", "4", "--kv-heads", "1"]
-    cfg = AttentionConfig(1, 4, 256, 64, 8, num_kv_heads=1)
-    assert VARIANTS["fast"].kv_parts(cfg, 2**31) == 2  # the rule's own count
-    script = [sys.executable, str(ROOT / "scripts/kv_parts_sweep.py"), "--parts", "1", "--"]
-    small = ["--runtime", "wgpu", "--variant", "fast", *shape, "--head-dim", "8"]
-    small += ["--causal", "no", "--runs", "1", "--warmup", "0", "--no-torch", "--plot="]
-    out = subprocess.run(
-        [*script, *small, "--numpy-max-seq", "0"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-        cwd=ROOT,
-    ).stdout
-    passes = [ln for ln in out.splitlines() if ln.startswith("P=1 #   fa2f_fwd")]
-    assert len(passes) == 1 and "fa2f_bwd_dq_sum" in passes[0], out
-    assert "fa2f_bwd_kv_sum" not in passes[0], out
 
 
 def _verify_report(tmp_path: Path, argv: list[str], bug: str, prefix: str) -> str:

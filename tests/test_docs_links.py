@@ -3,8 +3,8 @@
 Two kinds of reference are checked:
 
 - a `docs/....md` path (docs/verdict.md, docs/records/gpu.md) anywhere in README.md,
-  CHANGELOG.md, docs/ and the text files under py_harness/, tests/, scripts/, web/,
-  shaders/ and examples/: resolved from the repository root, where the docs live;
+  CHANGELOG.md, docs/ and the text files under py_harness/, tests/, scripts/, benchmarks/,
+  web/, shaders/ and examples/: resolved from the repository root, where the docs live;
 - a relative markdown link or image, `[text](path)` or `![alt](path)`, in those Markdown
   files: resolved from the linking file's folder, its `#anchor` dropped.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 SELF = Path(__file__).resolve()
 ROOT = SELF.parent.parent
 TOP_FILES = ("README.md", "CHANGELOG.md")
-TREES = ("docs", "py_harness", "tests", "scripts", "web", "shaders", "examples")
+TREES = ("docs", "py_harness", "tests", "scripts", "benchmarks", "web", "shaders", "examples")
 SKIP_DIRS = {"node_modules", "__pycache__", "build", "dist", ".venv", "venv", ".pytest_cache"}
 TEXT_SUFFIXES = {
     ".md",

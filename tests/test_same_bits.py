@@ -1,4 +1,4 @@
-"""scripts/same_bits.py: the bits of two copies of the kernels compared case by case."""
+"""`py-harness same-bits`: the bits of two copies of the kernels compared case by case."""
 
 from __future__ import annotations
 
@@ -11,14 +11,16 @@ import pytest
 
 from py_harness.host.judge.mutants import MUTANTS
 from py_harness.host.paths import SHADER_DIR, shader_sources
+from py_harness.host.tools import same_bits
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = "d64-sq128-sk128-b2-h4"  # the control case
 
 
 def _same_bits(old: Path, case: str = CASE) -> subprocess.CompletedProcess[str]:
-    script = [sys.executable, str(ROOT / "scripts/same_bits.py"), str(old), "--case", case]
-    return subprocess.run(script, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    # Through the command line, as a kernel developer runs it (cli.COMMANDS registers it).
+    command = [sys.executable, "-m", "py_harness", "same-bits", str(old), "--case", case]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
 @pytest.mark.needs_runtime("wgpu")
@@ -36,6 +38,19 @@ def test_a_copy_is_the_same_bits_and_a_planted_bug_is_not(tmp_path: Path) -> Non
     assert line.startswith(f"{CASE}: o: ") and "elements differ, most" in line, line
 
 
-def test_an_unknown_case_is_named(tmp_path: Path) -> None:
-    out = _same_bits(tmp_path, "d9-x")
-    assert out.returncode == 2 and "--case: unknown d9-x" in out.stderr, out.stderr
+@pytest.mark.usefixtures("no_runtime")
+@pytest.mark.parametrize(
+    ("argv", "why"),
+    [
+        (["--case", "d9-x"], "--case: unknown d9-x"),
+        (["NO-SUCH-FOLDER"], "NO-SUCH-FOLDER is not a folder"),
+    ],
+)
+def test_what_it_refuses_is_named_before_a_runtime_starts(
+    argv: list[str], why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        same_bits.main([str(tmp_path), *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert why in err and err.startswith("usage: py-harness same-bits"), err

@@ -10,6 +10,7 @@ py-harness stability  check over N input draws on several driver profiles
 py-harness explore    random configurations for a while, judged as the matrix's cases
 py-harness mutate     mutation testing: one rule-made edit of the kernels at a time, judged
 py-harness ablate     bench the fast kernels with one optimisation taken out at a time
+py-harness same-bits  whether an edit of the kernels moved any output bit, case by case
 py-harness new-kernel  a variant file's skeleton from a team's WGSL
 py-harness lint-kernel check a variant file against its WGSL and envelope, running nothing
 py-harness browser-server  Chromium for the harness behind a Playwright server (--browser-ws)
@@ -33,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explore": ("tools.explore", "random configurations for a while, judged as the matrix's"),
     "mutate": ("tools.mutate", "every rule-made edit of the kernels judged as a planted bug"),
     "ablate": ("tools.ablate", "bench the fast kernels without one optimisation at a time"),
+    "same-bits": ("tools.same_bits", "whether an edit of the kernels moved any output bit"),
     "new-kernel": ("tools.new_kernel", "a variant file's skeleton from your WGSL"),
     "lint-kernel": ("tools.lint_kernel", "check a variant file without running anything"),
     "browser-server": (

@@ -114,7 +114,7 @@ def judged_cases(cases: Iterable[Case], variant: str, adapter: str) -> list[Case
 @contextlib.contextmanager
 def open_session(name: str) -> Iterator[Session]:
     """Launch a runtime (and the page server, for browsers) and open one harness session,
-    outside pytest (bench, scripts); pytest's plugin does the same with fixtures."""
+    outside pytest (bench, benchmarks/); pytest's plugin does the same with fixtures."""
     rt = runtime(name)
     with contextlib.ExitStack() as stack:
         base_url = ""

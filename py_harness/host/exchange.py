@@ -4,7 +4,7 @@ their replies back.
 Playwright passes a script's arguments and results as JSON through its own processes: a
 43 MB argument (a case's tensors as base64) took 16-19 s here, a 43 MB result 1.3-2.2 s,
 where a page fetches the same bytes from a local server in 0.13-0.36 s (docs/runtimes.md,
-scripts/transport_probe.py). So a session whose page a server in this process serves puts
+benchmarks/transport_probe.py). So a session whose page a server in this process serves puts
 a large request in that server's exchange and hands the page a URL instead; the page GETs
 `/exchange/<token>` once and the body is gone. A case's tensors go the same way as bytes
 (`pack`: no base64, no JSON over them), and its outputs come back as one POST of bytes

@@ -1,7 +1,7 @@
 """Host-side copies and scans of large tensors over threads, for the native backends.
 
 A case at S = 4096 moves 64-128 MB each way between Python and the GPU's staging memory.
-On the H200's host (16 cores), for 128 MB (`python scripts/case_overhead.py --copies`):
+On the H200's host (16 cores), for 128 MB (`python benchmarks/case_overhead.py --copies`):
 `bytes()` of a mapped range took 110-134 ms (its fresh 4 KiB pages fault one at a time),
 copy_out 10-13 ms into new memory and 4.3-6.7 ms into memory it filled before
 (_Destinations); the finite-input check as bytes operations (config.any_nonfinite) 62-63

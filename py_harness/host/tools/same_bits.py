@@ -1,8 +1,8 @@
-"""Whether an edit of the built-in kernels changed any output bit: each case of the matrix
-run through one session with the .wgsl files of two folders, every output (O, LSE, dQ, dK,
-dV) compared bit for bit.
+"""`py-harness same-bits`: whether an edit of the built-in kernels changed any output bit:
+each case of the matrix run through one session with the .wgsl files of two folders, every
+output (O, LSE, dQ, dK, dV) compared bit for bit.
 
-    python3 scripts/same_bits.py OLD_DIR [NEW_DIR] [--runtime wgpu] [--variant fast]
+    py-harness same-bits OLD_DIR [NEW_DIR] [--runtime wgpu] [--variant fast]
         [--smoke] [--case ID ...] [--draw 0]
 
 NEW_DIR defaults to shaders/. For an edit meant to change speed only (work moved between
@@ -16,17 +16,15 @@ difference and its index. Exits 1 when any case differs.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from py_harness.host import variants
-from py_harness.host.engine import open_session
-from py_harness.host.judge.cases import CASES, SMOKE
-from py_harness.host.judge.inputs import make_inputs
-from py_harness.host.paths import SHADER_DIR, shader_sources
-from py_harness.host.wire import run_on
+from .. import engine, variants
+from ..judge.cases import CASES, SMOKE
+from ..judge.inputs import make_inputs
+from ..paths import SHADER_DIR, shader_sources
+from ..wire import run_on
 
 
 def difference(old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> str | None:
@@ -47,7 +45,9 @@ def difference(old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> str | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="py-harness same-bits", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("old", type=Path, help="folder with the kernels before the edit")
     parser.add_argument("new", type=Path, nargs="?", default=SHADER_DIR, help="... after it")
     parser.add_argument("--runtime", default="wgpu")
@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         cases = tuple(known[c] for c in args.case)
     sources = [shader_sources(args.old), shader_sources(args.new)]
     differing = 0
-    with open_session(args.runtime) as session:
+    # engine.open_session, looked up when called: what a test puts there is what runs.
+    with engine.open_session(args.runtime) as session:
         for case in cases:
             cfg = case.config()
             why = variants.refusal(args.variant, cfg)
@@ -86,7 +87,3 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{case.id}: {what or 'same'}", flush=True)
     print(f"{differing} case(s) differ")
     return 1 if differing else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

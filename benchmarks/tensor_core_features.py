@@ -14,7 +14,7 @@ symbols):
 - wgpu: whether wgpu-native lists `shader-f16` and `cooperative-matrix`, and its answer to
   a device request for `cooperative-matrix`.
 
-    python3 scripts/tensor_core_features.py [--part vulkan|dawn|wgpu]
+    python3 benchmarks/tensor_core_features.py [--part vulkan|dawn|wgpu]
 
 What it found on an H100 (driver 580): docs/runtimes.md.
 """

@@ -6,7 +6,7 @@ time(1 x SMs) stays near 1 up to the residency limit and steps up after it. Each
 keeps a number of floats live through the loop (updated every 16th step, so the chase
 stays the critical path) and declares an amount of workgroup memory.
 
-    python3 scripts/occupancy_probe.py [--sms 132] [--iters 20000] [--kib 24,26 --live 16,96]
+    python3 benchmarks/occupancy_probe.py [--sms 132] [--iters 20000] [--kib 24,26 --live 16,96]
 
 Prints, per (workgroup memory, live floats), the GPU time of sms x k workgroups for
 k = 2, 3, 4, 8 relative to k = 1. Needs wgpu (native backend) and timestamp queries.

@@ -1,6 +1,6 @@
 """Hold slow clients against a server and time what everyone else gets meanwhile.
 
-    python scripts/slow_clients.py http://127.0.0.1:8000 [--trickle 20] [--idle 20]
+    python benchmarks/slow_clients.py http://127.0.0.1:8000 [--trickle 20] [--idle 20]
                                    [--hold 30] [--path /api/info]
 
 `--trickle` clients send a request head one byte a second, `--idle` clients connect and send

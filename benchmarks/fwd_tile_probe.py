@@ -1,13 +1,13 @@
 """An attention forward in larger register blocks, timed against the fast kernels' 4 x 4.
 
-scripts/gemm_tile_probe.py measures plain GEMMs by register block; this asks what survives
+benchmarks/gemm_tile_probe.py measures plain GEMMs by register block; this asks what survives
 of a larger block's gain with the softmax around it. One generated forward (head_dim 64,
 no mask, no causal, 64 query rows per workgroup, key tiles of 64, both GEMMs in TM x TN
 register blocks) per block shape, the 4 x 4 of the fast kernels among them, so the shapes
 are compared in one code structure; `bench --variant fast` in the same session relates
 them to the fast forward. Each is checked against NumPy at a small size first.
 
-    python3 scripts/fwd_tile_probe.py [--implementation wgpu|dawn] [--seq 4096] [--heads 16]
+    python3 benchmarks/fwd_tile_probe.py [--implementation wgpu|dawn] [--seq 4096] [--heads 16]
 
 Layout as the harness's: Q, K, V, O as [S, heads, 64], the LSE as [heads, S].
 """

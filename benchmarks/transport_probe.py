@@ -4,7 +4,7 @@ A run_case request carries the tensors as base64 JSON: 43 MB for the d64-sq4096 
 times 43 MB of text as a Playwright argument and as a return value, and 32 MB of bytes
 fetched from a local HTTP server and posted back (as a typed array and as a Blob):
 
-    python3 scripts/transport_probe.py [--mb 43]
+    python3 benchmarks/transport_probe.py [--mb 43]
 
 Measured figures and what the harness does about them: docs/runtimes.md.
 """

@@ -1,6 +1,6 @@
 """Where a full case's host time goes: each step of AttentionRunner.run on a native runtime.
 
-    python3 scripts/case_overhead.py [--runtime wgpu|dawn] [--head-dim 128] [--seq 4096]
+    python3 benchmarks/case_overhead.py [--runtime wgpu|dawn] [--head-dim 128] [--seq 4096]
         [--heads 16] [--causal] [--runs 4] [--fresh] [--copies]
 
 Wraps the Device's methods and the runner's steps in a wall clock and prints, per run of

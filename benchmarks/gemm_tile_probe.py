@@ -9,7 +9,7 @@ before anything else costs it. A TM x TN block does TM TN / (TM + TN) FMAs per f
 GEMM's form) with generated kernels of each block shape, so the gain a larger block could
 bring to the attention kernels is measured before they are rewritten for it.
 
-    python3 scripts/gemm_tile_probe.py [--implementation wgpu|dawn] [--size 4096] [--runs 5]
+    python3 benchmarks/gemm_tile_probe.py [--implementation wgpu|dawn] [--size 4096] [--runs 5]
 
 Prints, per configuration (register block, workgroup tile, staged inner chunk, invocations),
 the median GPU time and GFLOP/s, after checking that configuration's result against NumPy

@@ -3,7 +3,7 @@ time against the service's own, the tensors as bytes beside the JSON (every sess
 since the pages' exchange: HarnessService.call_blobs) and as base64 (the session's
 takes_blobs switched off).
 
-    python3 scripts/transport_cost.py [--runtime wgpu,dawn,node,chromium,firefox]
+    python3 benchmarks/transport_cost.py [--runtime wgpu,dawn,node,chromium,firefox]
         [--seq 4096] [--seq-k 4096] [--heads 16] [--head-dim 128] [--variant fast] [--runs 2]
         [--no-base64]
 

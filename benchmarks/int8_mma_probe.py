@@ -5,7 +5,7 @@ WGSL's only way to the tensor cores is Dawn's experimental extension
 `chromium_experimental_subgroup_matrix` (behind the `allow_unsafe_apis` toggle); on the
 H100 and H200 it offers 8-bit configurations only (i8/u8 inputs, i32/u32 results: M 16, N
 16 or 8, K 32), no f16 or f32: Dawn holds f16 back on NVIDIA drivers before 615.71
-(scripts/tensor_core_features.py, docs/runtimes.md). An integer product is exact, so a
+(benchmarks/tensor_core_features.py, docs/runtimes.md). An integer product is exact, so a
 float32 GEMM can be rebuilt from several int8 ones (Ozaki et al.): each row of A (and of B,
 for C = A B^T) is scaled by a power of two to below 1 and cut into S slices of 7 bits, q_0
 2^-6 + q_1 2^-13 + ... with integers |q| <= 64; then C = 2^(ea + eb) * sum over slice pairs
@@ -15,7 +15,7 @@ share one int32 accumulator (same scale, exact sum): S (S + 1) / 2 int8 products
 float32 product, S accumulators. S = 4 keeps 28 bits of each row's largest element, more
 than float32's 24.
 
-    python3 scripts/int8_mma_probe.py [--size 4096] [--runs 10] [--check-size 256]
+    python3 benchmarks/int8_mma_probe.py [--size 4096] [--runs 10] [--check-size 256]
                                       [--pipe-only | --gemm-only] [--toggle TOGGLE]
 
 Prints the adapter's subgroup-matrix configurations; the MMA pipe's rate alone (fragments

@@ -1,7 +1,7 @@
 """What the second float32 baseline changes: each case judged with the BLAS baseline alone
 (FlashAttention's rule as this harness had it) and with both baselines (the rule now).
 
-    .venv/bin/python scripts/compare_baselines.py --runtime wgpu --variant fast --draws 3 \\
+    .venv/bin/python benchmarks/compare_baselines.py --runtime wgpu --variant fast --draws 3 \\
         --case d64-sq256-sk64-mqa16x1 --case d64-sq512-sk1-mqa4x1
 
 Prints, per case, draw and output: the ratio (error / bound) under blas32 alone, under

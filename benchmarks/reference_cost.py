@@ -1,7 +1,7 @@
 """Measure what judging a case costs (the float64 reference and float32 baselines) against
 reference_cost.reference_cost's model, which the demo server uses to refuse cases before any work.
 
-    python scripts/reference_cost.py            # the shapes below, one fresh process each
+    python benchmarks/reference_cost.py            # the shapes below, one fresh process each
 
 For each shape: the model's bytes and seconds, and the measured peak memory (tracemalloc's
 traced peak, and the growth of the process's peak RSS) and time of verdict.judge_outputs.
@@ -10,6 +10,7 @@ The model must stay above what is measured: docs/serving.md has a run's table.
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import subprocess
@@ -82,8 +83,15 @@ def measure(shape: list) -> dict:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--one":
-        print(json.dumps(measure(json.loads(sys.argv[2]))))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--one",
+        metavar="SHAPE_JSON",
+        help="measure one shape in this process (what each fresh process is asked)",
+    )
+    args = ap.parse_args()
+    if args.one is not None:
+        print(json.dumps(measure(json.loads(args.one))))
         return
     print("| shape | model MiB | traced MiB | RSS growth MiB | model s | measured s |")
     print("|---|---|---|---|---|---|")

@@ -1,6 +1,6 @@
 """Time the fast backward with its key tiles split into a forced number of parts.
 
-    python3 scripts/kv_parts_sweep.py --parts 1,2,3 [--rounds 2] -- BENCH ARGS...
+    python3 benchmarks/kv_parts_sweep.py --parts 1,2,3 [--rounds 2] -- BENCH ARGS...
 
 For each round and each P in --parts (in that order), one child process replaces
 `Variant.kv_parts` by P for every variant whose backward splits key tiles (the fast one),
