@@ -274,7 +274,7 @@ function pageChecks(f) {
     const mib = (b) => (b / 2 ** 20).toFixed(1);
     return {
       argument: "q / d_out",
-      message: `case: judging it sends ${mib(judgeBodyBytes(f.config))} MiB to the server, over its limit of ${mib(limit)} MiB (start it with python server.py --max-body-mb N)`,
+      message: `case: judging it sends ${mib(judgeBodyBytes(f.config))} MiB to the server, over its limit of ${mib(limit)} MiB (start it with py-harness serve --max-body-mb N)`,
     };
   }
   return null;
