@@ -81,6 +81,7 @@ def test_example_project_passes_on_wgpu_and_chromium(
     check += ["--variant", "packed_kv", "--variant-file", "kernels/packed_kv.toml"]
     proc = _run(check, project, env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    results = json.loads((project / "build" / "check-packed_kv" / "results.json").read_text())
+    [out] = (project / "build" / "check").glob("packed_kv--wgpu--*")  # variant, runtime, machine
+    results = json.loads((out / "results.json").read_text())
     judged = [r for r in results["results"] if not r["case"].startswith("limitation:")]
     assert [(r["case"], r["status"]) for r in judged] == [(CONTROL, "pass")], results

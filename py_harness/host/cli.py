@@ -25,6 +25,7 @@ from collections.abc import Callable
 # command -> (module, what it does); each module has main(argv) -> exit status.
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("tools.check", "the case matrix on each WebGPU runtime"),
+    "merge": ("tools.merge", "join check's results from any runtimes and machines"),
     "bench": ("tools.bench", "time the kernels"),
     "bench-judge": ("tools.bench_judge", "what judging one run costs on the host"),
     "roofline": ("tools.roofline", "each pass of a bench's JSON against the GPU's roofs"),

@@ -157,9 +157,15 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--harness-json: {why}")
     config.pluginmanager.register(Results(config), "py-harness-results")
     # Where each run leaves its outputs, so that runtimes can be compared after the run even
-    # when pytest-xdist ran them in different processes (workers inherit the variable).
+    # when pytest-xdist ran them in different processes (workers inherit the variable):
+    # beside --harness-json, which names them, so that `py-harness merge` can compare them
+    # with another machine's; else a temporary folder.
     if "HARNESS_OUTPUTS_DIR" not in os.environ:
-        os.environ["HARNESS_OUTPUTS_DIR"] = tempfile.mkdtemp(prefix="harness-outputs-")
+        kept = Path(path).parent / "outputs" if path else None
+        if kept is not None:
+            kept.mkdir(parents=True, exist_ok=True)
+        where = str(kept) if kept else tempfile.mkdtemp(prefix="harness-outputs-")
+        os.environ["HARNESS_OUTPUTS_DIR"] = where
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -471,7 +477,8 @@ def run_case(
             pytest.fail(f"{where}: the WGSL did not compile\n{refused}", pytrace=False)
         o = report.outcome(results, covered)
         saved = ""
-        if len(request.config.harness_runtimes) > 1:  # only a comparison reads them
+        # read by the comparison of runtimes, and by `py-harness merge` from --harness-json
+        if len(request.config.harness_runtimes) > 1 or request.config.getoption("--harness-json"):
             folder = Path(os.environ["HARNESS_OUTPUTS_DIR"])
             saved = str(report.save_outputs(results[0], folder, variant))
         _record(node, o, variant, saved)
@@ -640,7 +647,14 @@ class Results:
         write(f"py-harness: first verdict after {self.first_result_s:.1f} s, wall {wall:.1f} s")
         path = self.config.getoption("--harness-json")
         if path:
+            folder = Path(path).resolve().parent
+            for row in rows:  # relative to the JSON: the folder may move to another machine
+                if row.get("outputs_file"):
+                    saved = Path(row["outputs_file"]).resolve()
+                    if saved.is_relative_to(folder):
+                        row["outputs_file"] = str(saved.relative_to(folder))
             summary = {
+                "machine": report.machine_name(),
                 "variants": self.config.harness_variants,
                 "draws": self.config.getoption("--draws"),
                 "runtimes": runtimes,

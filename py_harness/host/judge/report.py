@@ -4,6 +4,8 @@ runtime matrix, and where runtimes disagree (pytest_plugin.py prints them and wr
 from __future__ import annotations
 
 import math
+import os
+import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,12 @@ from .inputs import CaseResult
 from .limitations import Coverage
 
 SHORT = {"o": "O", "lse": "LSE", "dq": "dQ", "dk": "dK", "dv": "dV"}
+
+
+def machine_name() -> str:
+    """The name results carry for the machine that made them (HARNESS_MACHINE, else the
+    host's name): `py-harness merge` tells the same runtime on two machines apart by it."""
+    return os.environ.get("HARNESS_MACHINE") or platform.node() or "unnamed"
 
 
 @dataclass
@@ -119,39 +127,98 @@ def save_outputs(result: CaseResult, folder: Path, variant: str) -> Path:
     return path
 
 
-def disagreements(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each (variant, case)'s worst difference between two runtimes' outputs (the files that
-    rows name in "outputs_file", save_outputs), against the bound of the rule: 1.0 means
-    the runtimes differ by as much as the kernel may err."""
+def _compared(a: Any, b: Any) -> tuple[bool, dict[str, Any] | None]:
+    """Two runs' outputs (save_outputs' files, loaded): whether every output both hold is
+    the same bits, and the output whose largest difference is the largest fraction of the
+    rule's bound (None where they share none)."""
+    same, worst = True, None
+    for name in OUTPUTS:
+        if name not in a.files or name not in b.files:
+            continue
+        x, y = a[name], b[name]
+        same = same and x.shape == y.shape and x.tobytes() == y.tobytes()
+        if name == "lse" or x.shape != y.shape:
+            continue  # empty rows hold a sentinel in LSE; O covers the forward
+        diff = np.abs(x.astype(np.float64) - y)
+        at = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
+        top = float(diff[at]) if diff.size else 0.0
+        row = {
+            "tensor": name,
+            "max_abs_diff": top,
+            "at": [int(i) for i in at],
+            "ratio_to_bound": top / float(a[f"bound_{name}"]),
+        }
+        if worst is None or row["ratio_to_bound"] > worst["ratio_to_bound"]:
+            worst = row
+    return same, worst
+
+
+def _runs(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[tuple[str, Any]]]:
+    """(variant, case) -> [(runtime, its outputs)] for the rows whose outputs were saved."""
     groups: dict[tuple[str, str], list[tuple[str, Any]]] = {}
     for row in rows:
         if row.get("outputs_file"):
             key = (row.get("variant", ""), row["case"])
             groups.setdefault(key, []).append((row["runtime"], np.load(row["outputs_file"])))
+    return groups
+
+
+def disagreements(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each (variant, case)'s worst difference between two runtimes' outputs (the files that
+    rows name in "outputs_file", save_outputs), against the bound of the rule: 1.0 means
+    the runtimes differ by as much as the kernel may err."""
     found = []
-    for (variant, case_id), runs in groups.items():
+    for (variant, case_id), runs in _runs(rows).items():
         worst: dict[str, Any] | None = None
         for i, (rt_a, a) in enumerate(runs):
             for rt_b, b in runs[i + 1 :]:
-                for name in OUTPUTS:
-                    if name == "lse" or name not in a.files or name not in b.files:
-                        continue  # empty rows hold a sentinel in LSE; O covers the forward
-                    diff = np.abs(a[name].astype(np.float64) - b[name])
-                    at = np.unravel_index(int(np.argmax(diff)), diff.shape)
-                    row = {
-                        "variant": variant,
-                        "case": case_id,
-                        "runtimes": [rt_a, rt_b],
-                        "tensor": name,
-                        "max_abs_diff": float(diff[at]),
-                        "at": [int(i) for i in at],
-                        "ratio_to_bound": float(diff[at] / a[f"bound_{name}"]),
-                    }
-                    if worst is None or row["ratio_to_bound"] > worst["ratio_to_bound"]:
-                        worst = row
+                _, diff = _compared(a, b)
+                if diff is not None and (
+                    worst is None or diff["ratio_to_bound"] > worst["ratio_to_bound"]
+                ):
+                    worst = {"variant": variant, "case": case_id, "runtimes": [rt_a, rt_b], **diff}
         if worst is not None:
             found.append(worst)
     return found
+
+
+def pairwise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each pair of runtimes (implementations; on several machines, runtime@machine),
+    over the cases both ran with saved outputs: how many were compared, how many gave the
+    same bits, and the largest difference as a fraction of the rule's bound, with where."""
+    pairs: dict[tuple[str, str], dict[str, Any]] = {}
+    for (variant, case_id), runs in _runs(rows).items():
+        for i, (rt_a, a) in enumerate(runs):
+            for rt_b, b in runs[i + 1 :]:
+                key = (rt_a, rt_b) if rt_a <= rt_b else (rt_b, rt_a)
+                pair = pairs.setdefault(
+                    key, {"runtimes": list(key), "cases": 0, "same_bits": 0, "worst": None}
+                )
+                same, diff = _compared(a, b)
+                pair["cases"] += 1
+                pair["same_bits"] += same
+                if diff is not None and (
+                    pair["worst"] is None
+                    or diff["ratio_to_bound"] > pair["worst"]["ratio_to_bound"]
+                ):
+                    pair["worst"] = {"variant": variant, "case": case_id, **diff}
+    return [pairs[k] for k in sorted(pairs)]
+
+
+def format_pairwise(pairs: list[dict[str, Any]]) -> str:
+    """One line per pair: same bits on how many cases, else the worst difference / bound."""
+    width = max((len(" vs ".join(p["runtimes"])) for p in pairs), default=4)
+    lines = []
+    for p in pairs:
+        head = f"{' vs '.join(p['runtimes']):<{width}}  {p['same_bits']}/{p['cases']} same bits"
+        w = p["worst"]
+        if w is not None and p["same_bits"] < p["cases"]:
+            head += (
+                f"; worst {SHORT[w['tensor']]} of {w['case']} ({w['variant']}): "
+                f"{w['ratio_to_bound']:.3g} x bound"
+            )
+        lines.append(head)
+    return "\n".join(lines)
 
 
 def format_disagreements(rows: list[dict[str, Any]]) -> str:

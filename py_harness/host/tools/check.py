@@ -11,11 +11,13 @@ does, as a strict xfail) or when nothing ran. Arguments after `--` go to pytest 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from ...kernels import DEFAULT_VARIANT
 from .. import matrix_suite
 from ..arg_types import positive_int
+from ..judge import report
 from ..paths import cannot_write, output_dir
 from ..runtimes.registry import RUNTIMES
 
@@ -53,7 +55,10 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--case", action="append", default=[], help="a case id (repeatable)")
     ap.add_argument(
-        "--out", type=Path, help="where results.json/.xml go (default: build/check-VARIANT)"
+        "--out",
+        type=Path,
+        help="where results.json/.xml and the outputs go (default: "
+        "build/check/VARIANT--RUNTIMES--MACHINE, MACHINE from HARNESS_MACHINE or the host name)",
     )
     ap.add_argument("--browser-ws", help="Chromium through a Playwright browser server")
     ap.add_argument(
@@ -80,9 +85,17 @@ def plugin_registered() -> bool:
     return any(ep.value == PLUGIN for ep in entry_points(group="pytest11"))
 
 
+def default_out(variant: str, runtime: str) -> Path:
+    """A folder per variant, runtimes and machine: a run on other runtimes, or another
+    machine's copied here, never replaces this one's (`py-harness merge` joins them)."""
+    runtimes = "+".join(r.strip() for r in runtime.split(",") if r.strip())
+    machine = re.sub(r"[^A-Za-z0-9._-]+", "-", report.machine_name())
+    return output_dir() / "check" / f"{variant}--{runtimes}--{machine}"
+
+
 def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     """The pytest command line that runs what `args` asks for."""
-    out = args.out or output_dir() / f"check-{args.variant}"
+    out = args.out or default_out(args.variant, args.runtime)
     # Hypothesis's plugin (a dev dependency, for tests/test_fuzz.py) is not used here and
     # takes 1.7 s to import.
     cmd = [matrix_suite.__file__, "-v", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
