@@ -33,7 +33,7 @@ def test_options_ini_keys_and_markers_are_registered(pytester: pytest.Pytester) 
         (["--draws", "0"], "--draws: must be >= 1"),
         (["--case", "d1-no-such-case"], "d1-no-such-case"),
         (["--variant-file", "missing.toml"], "missing.toml"),
-        (["--shaders", "."], "lacks fa2_fast_backward.wgsl"),
+        (["--shaders", "."], "lacks fa2_common.wgsl, fa2_fast_backward.wgsl"),
         (["--harness-json", "/proc/no/results.json"], "--harness-json: cannot write /proc/no"),
         (["--harness-json", "."], "--harness-json: cannot write .: a folder"),
     ],

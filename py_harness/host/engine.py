@@ -24,6 +24,12 @@ from .runtimes.sessions import Session
 from .wire import run_on
 
 
+def inputs_for(case: Case, variant: str, draw: int = 0) -> dict[str, np.ndarray]:
+    """The inputs a run of the case gets on draw `draw`: make_inputs, rounded to what the
+    variant's tensors store (f16 where it declares f16)."""
+    return variants.precision(variant).round_inputs(make_inputs(case, draw))
+
+
 def evaluate(
     case: Case,
     session: Session,
@@ -37,7 +43,7 @@ def evaluate(
     the WGSL to run (default: the variant's own files). backward: False runs and judges the
     forward alone (O and the LSE): where that fails, the whole case fails."""
     precision = variants.precision(variant)
-    x = precision.round_inputs(make_inputs(case, draw))
+    x = inputs_for(case, variant, draw)
     runs = 2 if case.repeat_backward else 1
     own = variants.get(variant)
     cfg = case.config()

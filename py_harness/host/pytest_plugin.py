@@ -45,11 +45,12 @@ import pytest
 
 from ..kernels import VARIANTS
 from ..wgsl_source import strip_comments
+from . import artifacts
 from . import variants as variant_registry
-from .engine import compile_error, evaluate, evaluate_forward_first
+from .engine import compile_error, evaluate, evaluate_forward_first, inputs_for
 from .judge import blocks, generated, limitations, report
 from .judge.cases import CASES, Case, by_id
-from .judge.inputs import make_inputs
+from .judge.inputs import CaseResult, make_inputs
 from .judge.limitations import Limitation, case_coverage
 from .judge.verdict import judge_outputs
 from .paths import cannot_write_file
@@ -126,6 +127,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="reach Chromium through a Playwright browser server at this ws:// endpoint "
         "(`py-harness browser-server` starts one) instead of launching it",
+    )
+    # pytest-playwright's --output, where it registered first, is the same folder
+    with contextlib.suppress(ValueError):
+        group.addoption(
+            "--output",
+            default="test-results",
+            help="where a failing case's artifacts go: inputs and outputs (.npz), the verdict, "
+            "the runtime's console, the command that replays it (default: test-results)",
+        )
+    group.addoption(
+        "--artifacts",
+        choices=("failures", "all", "none"),
+        default="failures",
+        help="which cases leave artifacts under --output (default: failures, errors included)",
     )
     parser.addini("harness_runtimes", "default for --runtime", default="")
     parser.addini("harness_variants", "default for --variant", default="")
@@ -462,13 +477,16 @@ def run_case(
             _record(node, o, variant)
             pytest.skip(str(covered))
         refused = None
+        console = getattr(harness, "console", None)
+        mark = console.mark() if console is not None else 0
+        which = range(draws) if draw is None else [draw]
         try:
-            which = range(draws) if draw is None else [draw]
             results = [evaluate(case, harness, variant=variant, draw=d) for d in which]
         except Exception as exc:  # recorded as an error for the matrix, then raised as it is
             error = f"{type(exc).__name__}: {exc}"
             o = report.Outcome(case.id, harness.runtime, "error", math.inf, error)
             _record(node, o, variant)
+            _keep_artifacts(request, harness, variant, case, which[0], None, error, mark)
             refused = compile_error(exc)
             if refused is None:
                 raise
@@ -476,6 +494,10 @@ def run_case(
             where = f"{case.id} ({variant}) on {harness.runtime}"
             pytest.fail(f"{where}: the WGSL did not compile\n{refused}", pytrace=False)
         o = report.outcome(results, covered)
+        if o.status not in ("pass", "known") or request.config.getoption("--artifacts") == "all":
+            shown = max(results, key=lambda r: (not r.passed, max(x.ratio for x in r.reports)))
+            verdict = f"{o.status}: {o.detail}" if o.detail else o.status
+            _keep_artifacts(request, harness, variant, case, shown.draw, shown, verdict, mark)
         saved = ""
         # read by the comparison of runtimes, and by `py-harness merge` from --harness-json
         if len(request.config.harness_runtimes) > 1 or request.config.getoption("--harness-json"):
@@ -547,6 +569,44 @@ def check_limitation(
 def _record_adapter(node: pytest.Item, harness: Session) -> None:
     info = {harness.runtime: harness.adapter()["info"]}
     node.user_properties.append((ADAPTER_PROPERTY, json.dumps(info)))
+
+
+def _keep_artifacts(
+    request: pytest.FixtureRequest,
+    harness: Session,
+    variant: str,
+    case: Case,
+    draw: int,
+    result: CaseResult | None,
+    verdict: str,
+    mark: int,
+) -> None:
+    """A case run's artifacts under --output (artifacts.py), unless --artifacts none; the
+    folder is named in the test's report (a section pytest prints under a failure)."""
+    config = request.config
+    if config.getoption("--artifacts") == "none":
+        return
+    console = getattr(harness, "console", None)
+    replay = artifacts.replay_command(
+        case,
+        harness.runtime,
+        variant,
+        draw=draw,
+        shaders=config.getoption("--shaders"),
+        variant_files=[
+            *config.getini("harness_variant_files"),
+            *config.getoption("--variant-file"),
+        ],
+    )
+    folder = artifacts.write(
+        artifacts.folder_for(Path(config.getoption("--output")), request.node.nodeid),
+        inputs=inputs_for(case, variant, draw),
+        result=result,
+        verdict=verdict,
+        console=console.since(mark) if console is not None else None,
+        replay=replay,
+    )
+    request.node.add_report_section("call", "py-harness artifacts", f"{folder}\nreplay: {replay}")
 
 
 def _record(node: pytest.Item, o: report.Outcome, variant: str, outputs: str = "") -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .bidi import BidiConnection, BidiError
-from .sessions import HARNESS_PAGE, PageError, PageSession, page_error
+from .sessions import HARNESS_PAGE, Console, PageError, PageSession, page_error
 
 FIREFOX_PATH = os.environ.get("HARNESS_FIREFOX", "/usr/bin/firefox-esr")
 INSTALL_HINT = (
@@ -125,6 +125,7 @@ class FirefoxSession(PageSession):
         self.bidi = browser.bidi
         self.timeout_s = timeout_s
         self.pages_opened = 0
+        self.console = Console()  # BiDi's log events are not subscribed to
         self._base_url = base_url
         self.takes_blobs = self._serves_blobs()
         self.context: str | None = None

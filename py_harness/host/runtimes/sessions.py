@@ -7,6 +7,7 @@ through the same code path everywhere; only the transport differs.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import json
@@ -60,6 +61,29 @@ class PageCrashWarning(UserWarning):
     """A page crashed in a call that runs no kernel, and the call was made again."""
 
 
+class Console:
+    """What a runtime printed (a page's console and its uncaught errors, a worker's
+    stderr), numbered, the last LINES kept: a failing case's artifacts take the lines
+    printed since the case began (mark, since). Pumps on other threads may append."""
+
+    LINES = 2000
+
+    def __init__(self) -> None:
+        self._lines: collections.deque[tuple[int, str]] = collections.deque(maxlen=self.LINES)
+        self._numbers = itertools.count(1)
+        self._last = 0
+
+    def append(self, line: str) -> None:
+        self._last = next(self._numbers)
+        self._lines.append((self._last, line))
+
+    def mark(self) -> int:
+        return self._last
+
+    def since(self, mark: int) -> list[str]:
+        return [line for n, line in list(self._lines) if n > mark]
+
+
 class Session(Protocol):
     runtime: str
     takes_blobs: bool  # whether it also has call_blobs (wire.Caller)
@@ -73,6 +97,8 @@ class Session(Protocol):
 
 class _AdapterName:
     takes_blobs = False  # whether it has call_blobs (wire.Caller)
+    # What the runtime printed; a runtime that captures nothing keeps an empty one.
+    console: Console
     _adapter: dict[str, Any] | None = None
     _adapter_name: str | None = None
 
@@ -210,6 +236,7 @@ class BrowserSession(PageSession):
         self.runtime = runtime
         self.timeout_s = timeout_s
         self.pages_opened = 0
+        self.console = Console()
         self._new_page = new_page
         self._base_url = base_url
         self.takes_blobs = self._serves_blobs()
@@ -222,6 +249,8 @@ class BrowserSession(PageSession):
         self.page, self._crashed = page, False
         self.pages_opened += 1
         page.on("crash", lambda _page: setattr(self, "_crashed", True))
+        page.on("console", lambda msg: self.console.append(f"{msg.type}: {msg.text}"))
+        page.on("pageerror", lambda err: self.console.append(f"uncaught: {err}"))
         try:
             page.goto(self._base_url + HARNESS_PAGE)
             status, value, stack = page.evaluate(
@@ -307,6 +336,7 @@ class NativeSession(_AdapterName):
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self.service = native_service("wgpu")
+        self.console = Console()  # wgpu-native prints nowhere we read
 
     def call(self, entry: str, request: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self.service, entry)

@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 
 from ...gpu.device import Bytes
 from ..paths import PACKAGE_DIR
-from .sessions import PageError, _AdapterName, page_error
+from .sessions import Console, PageError, _AdapterName, page_error
 
 RS = "\x1e"
 # Chatter that says nothing about the run (docs/runtimes.md: both Dawn builds print it).
@@ -68,6 +68,7 @@ class WorkerSession(_AdapterName):
         self._cwd = cwd
         self._ids = itertools.count(1)
         self._proc: subprocess.Popen[str] | None = None
+        self.console = Console()  # every child's stderr, as the chatter is, but kept longer
         self._open()
 
     def _open(self) -> None:
@@ -84,7 +85,7 @@ class WorkerSession(_AdapterName):
         self.children_started += 1
         self._pumps: list[threading.Thread] = []
         for stream, sink in ((self._proc.stdout, self._replies), (self._proc.stderr, None)):
-            args = (stream, sink, self._chatter)
+            args = (stream, sink, self._chatter, self.console)
             self._pumps.append(threading.Thread(target=_pump, args=args, daemon=True))
             self._pumps[-1].start()
         status, value, stack, _ = self._wait(None, "start", self.start_timeout_s)
@@ -167,10 +168,12 @@ class WorkerSession(_AdapterName):
                 proc.stdin.close()
 
 
-def _pump(stream: BinaryIO, sink: queue.Queue | None, chatter: collections.deque[str]) -> None:
+def _pump(
+    stream: BinaryIO, sink: queue.Queue | None, chatter: collections.deque[str], console: Console
+) -> None:
     """Read one of a child's pipes to its end (it then closes the pipe): protocol lines,
     with the blobs that follow them, into `sink` as [id, status, value, stack, blobs];
-    the rest into `chatter`."""
+    the rest into `chatter` and `console`."""
     try:
         with stream:
             while line := stream.readline():
@@ -189,6 +192,7 @@ def _pump(stream: BinaryIO, sink: queue.Queue | None, chatter: collections.deque
                 text = line.decode("utf-8", "replace")
                 if text.strip() and not any(n in text for n in NOISE):
                     chatter.append(text.rstrip())
+                    console.append(text.rstrip())
     finally:  # also off the protocol: the call fails now, not at its timeout
         if sink is not None:
             sink.put(None)  # end of stream: the child exited
