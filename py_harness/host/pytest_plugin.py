@@ -128,7 +128,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="reach Chromium through a Playwright browser server at this ws:// endpoint "
         "(`py-harness browser-server` starts one) instead of launching it",
     )
-    # pytest-playwright's --output, where it registered first, is the same folder
+    # pytest-playwright's options of these names, where it registered first, mean the same
+    with contextlib.suppress(ValueError):
+        group.addoption(
+            "--browser-channel",
+            default=None,
+            help="Chromium: an installed Chrome or Edge by Playwright's channel name "
+            "(chrome, chrome-beta, msedge, ...) instead of Chromium",
+        )
+    with contextlib.suppress(ValueError):
+        group.addoption("--headed", action="store_true", help="Chromium with its window shown")
+    with contextlib.suppress(ValueError):
+        group.addoption(
+            "--slowmo", type=float, default=0, help="Chromium: ms between Playwright's steps"
+        )
     with contextlib.suppress(ValueError):
         group.addoption(
             "--output",
@@ -286,7 +299,11 @@ def chromium_launch_args(pytestconfig: pytest.Config) -> dict[str, Any]:
     """Override this fixture to change Chromium's path or flags."""
     if pytestconfig.getoption("--browser-ws"):
         return {}  # the browser server decides them, on its machine (this one needs none)
-    return default_launch_args()
+    return default_launch_args(
+        headless=not pytestconfig.getoption("--headed"),
+        channel=pytestconfig.getoption("--browser-channel"),
+        slow_mo=pytestconfig.getoption("--slowmo"),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -568,6 +585,8 @@ def check_limitation(
 
 def _record_adapter(node: pytest.Item, harness: Session) -> None:
     info = {harness.runtime: harness.adapter()["info"]}
+    if browser := getattr(harness, "browser_version", None):  # which browser build ran it
+        info[harness.runtime] = {**info[harness.runtime], "browser": browser}
     node.user_properties.append((ADAPTER_PROPERTY, json.dumps(info)))
 
 

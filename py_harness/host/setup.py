@@ -1,7 +1,9 @@
 """`py-harness setup`: the pinned npm packages (Pyodide for the pages and Node, npm `webgpu`
 for the node runtime) in the per-user cache, for an installed distribution. A checkout
-runs `npm ci` itself (scripts/setup.sh). Needs npm; browsers come from the system (apt's
-chromium, firefox-esr) or HARNESS_CHROMIUM / HARNESS_FIREFOX."""
+runs `npm ci` itself (scripts/setup.sh). Needs npm. Browsers come from the system (apt's
+chromium, firefox-esr), HARNESS_CHROMIUM / HARNESS_FIREFOX, or, with --browsers,
+Playwright's own Chromium (`playwright install chromium`, where its download is reachable),
+which the chromium runtime uses when the system has none."""
 
 from __future__ import annotations
 
@@ -12,10 +14,30 @@ import sys
 
 from . import paths
 
+PLAYWRIGHT_BROWSERS = ("chromium",)
+
+
+def install_browsers() -> int:
+    """Playwright's builds of PLAYWRIGHT_BROWSERS through its own installer; where that
+    fails (no route to its download), what to install instead."""
+    cmd = [sys.executable, "-m", "playwright", "install", *PLAYWRIGHT_BROWSERS]
+    print(f"py-harness setup: {' '.join(cmd[1:])}", flush=True)
+    if subprocess.run(cmd).returncode != 0:
+        print(
+            "py-harness setup: Playwright's download failed; install the system's instead "
+            "(apt-get install chromium firefox-esr) or set HARNESS_CHROMIUM",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="py-harness setup", description=__doc__)
-    ap.parse_args(argv)
+    ap.add_argument(
+        "--browsers", action="store_true", help="also Playwright's Chromium (a download)"
+    )
+    args = ap.parse_args(argv)
     target = paths.cache_dir()
     target.mkdir(parents=True, exist_ok=True)
     for name in ("package.json", "package-lock.json"):
@@ -29,4 +51,4 @@ def main(argv: list[str] | None = None) -> int:
     if subprocess.run(cmd, cwd=target).returncode != 0:
         return 1
     print(f"py-harness setup: {target / 'node_modules'} is ready")
-    return 0
+    return install_browsers() if args.browsers else 0

@@ -68,7 +68,13 @@ def server_command(host: str, port: int, path: str) -> list[str]:
 
 def launch_options(launch_args: dict[str, Any]) -> dict[str, Any]:
     """chromium_launch_args() (Python keyword names) as the server's JSON launch options."""
-    names = {"executable_path": "executablePath", "headless": "headless", "args": "args"}
+    names = {
+        "executable_path": "executablePath",
+        "channel": "channel",
+        "headless": "headless",
+        "args": "args",
+        "slow_mo": "slowMo",
+    }
     return {names[k]: v for k, v in launch_args.items() if k in names}
 
 

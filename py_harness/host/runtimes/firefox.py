@@ -83,6 +83,7 @@ class FirefoxBrowser:
         self.bidi: BidiConnection | None = None
         self.launch_s = 0.0
         self.closed_cleanly = False
+        self.version = ""  # "firefox 153.8.0esr", from the BiDi session's capabilities
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -102,7 +103,9 @@ class FirefoxBrowser:
         return ""
 
     def new_session(self, base_url: str) -> FirefoxSession:
-        return FirefoxSession(self, base_url)
+        session = FirefoxSession(self, base_url)
+        session.browser_version = self.version.strip()
+        return session
 
     def close_session(self, session: Any) -> None:
         session.close()
@@ -241,7 +244,9 @@ def launch_firefox(headless: bool = True) -> Iterator[FirefoxBrowser]:
             connect(url, max_size=None, open_timeout=LAUNCH_TIMEOUT_S, ping_interval=None)
         )
         browser.bidi = BidiConnection(ws, CALL_TIMEOUT_S, browser.log_tail)
-        browser.bidi.command("session.new", {"capabilities": {}}, LAUNCH_TIMEOUT_S)
+        made = browser.bidi.command("session.new", {"capabilities": {}}, LAUNCH_TIMEOUT_S)
+        caps = made.get("capabilities", {}) if isinstance(made, dict) else {}
+        browser.version = f"{caps.get('browserName', 'firefox')} {caps.get('browserVersion', '')}"
         # Asks Firefox to quit before the socket closes (ExitStack runs this first).
         stack.callback(_close_browser, browser)
         browser.launch_s = time.perf_counter() - t0

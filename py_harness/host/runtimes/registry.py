@@ -55,7 +55,9 @@ class _PlaywrightBrowser:
         self.runtime = runtime
 
     def new_session(self, base_url: str) -> Session:
-        return BrowserSession(self.browser.new_page, base_url, self.runtime)
+        session = BrowserSession(self.browser.new_page, base_url, self.runtime)
+        session.browser_version = f"{self.browser.browser_type.name} {self.browser.version}"
+        return session
 
     def close_session(self, session: Session) -> None:
         session.close()  # type: ignore[attr-defined]

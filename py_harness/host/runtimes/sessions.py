@@ -237,6 +237,7 @@ class BrowserSession(PageSession):
         self.timeout_s = timeout_s
         self.pages_opened = 0
         self.console = Console()
+        self.browser_version = ""  # the browser's name and version, where its launcher knows
         self._new_page = new_page
         self._base_url = base_url
         self.takes_blobs = self._serves_blobs()

@@ -62,6 +62,11 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--browser-ws", help="Chromium through a Playwright browser server")
     ap.add_argument(
+        "--browser-channel", help="Chromium: an installed Chrome or Edge (chrome, msedge, ...)"
+    )
+    ap.add_argument("--headed", action="store_true", help="Chromium with its window shown")
+    ap.add_argument("--slowmo", type=float, default=0, help="Chromium: ms between steps")
+    ap.add_argument(
         "--judge-workers",
         type=positive_int,
         help="threads the float64 reference and baselines use (default: one per core)",
@@ -109,6 +114,9 @@ def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     cmd += ["--long"] if args.long else []
     cmd += ["-m", "smoke"] if args.smoke else []
     cmd += ["--browser-ws", args.browser_ws] if args.browser_ws else []
+    cmd += ["--browser-channel", args.browser_channel] if args.browser_channel else []
+    cmd += ["--headed"] if args.headed else []
+    cmd += ["--slowmo", str(args.slowmo)] if args.slowmo else []
     cmd += ["--shaders", str(args.shaders)] if args.shaders else []
     cmd += ["--judge-workers", str(args.judge_workers)] if args.judge_workers else []
     cmd += ["--harness-json", str(out / "results.json"), "--junitxml", str(out / "results.xml")]
