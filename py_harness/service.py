@@ -8,10 +8,13 @@ it to wgpu-py. Either way the runner sees only the Device interface.
 
 from __future__ import annotations
 
+import inspect
 import json
+import pickle
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from . import base64_tensors, probes
 from .config import AttentionConfig, ConfigError, validate
@@ -34,6 +37,7 @@ ENTRIES = (
     "probe_loops",
     "probe_workgroup_zero",
     "destroy_device",
+    "run_python",
 )
 BLOB_ENTRIES = ("run_case", "time_case")  # those whose tensors may come as bytes (call_blobs)
 
@@ -176,6 +180,21 @@ class HarnessService:
         )
         runner = await self._runner(request)
         return json.dumps(await time_variant(runner, cfg, tensors, plan))
+
+    async def run_python(self, request_json: str) -> str:
+        """request: {source, name, args}: the function `name` that `source` defines, called
+        here (in the page's Pyodide, in Node, or in the native runtime's process) as
+        name(service, *args), awaited where it is a coroutine; args and the value it returns
+        are pickled, as base64 (the host's run_in_page fixture). The service is this one:
+        its device and entries, and py_harness's modules to import, are at hand."""
+        request = json.loads(request_json)
+        namespace: dict[str, Any] = {"__name__": "run_in_page"}
+        exec(compile(request["source"], f"<run_in_page {request['name']}>", "exec"), namespace)
+        args = pickle.loads(base64_tensors.decode("args", request["args"]))
+        value = namespace[request["name"]](self, *args)
+        if inspect.isawaitable(value):
+            value = await value
+        return json.dumps({"value": base64_tensors.encode(pickle.dumps(value, protocol=4))})
 
     async def probe_loops(self, request_json: str) -> str:
         """Run the loop-budget probe (probes.py) on this session's device."""

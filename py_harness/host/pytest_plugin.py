@@ -31,10 +31,13 @@ Known kernel flaws and driver limitations are data (judge/limitations.py), not m
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import math
 import os
+import pickle
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,6 +46,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from .. import base64_tensors
 from ..kernels import VARIANTS
 from ..wgsl_source import strip_comments
 from . import artifacts
@@ -526,6 +530,29 @@ def run_case(
         if o.status != "pass":  # the verdict is the whole message: no traceback under it
             pytest.fail(f"{case.id} ({variant}) on {harness.runtime}:\n{o.detail}", pytrace=False)
         return o
+
+    return run
+
+
+@pytest.fixture
+def run_in_page(harness: Session) -> Callable[..., Any]:
+    """run_in_page(fn, *args): fn(service, *args) run where the harness's runtime runs its
+    Python (the page's Pyodide for chromium and firefox, Pyodide in Node, the worker or
+    this process for dawn and wgpu), awaited there if it is a coroutine; returns its value.
+    fn is sent as its source: a module-level or nested function that imports what it uses
+    (py_harness's modules are there) and takes no closure; args and the value are pickled.
+    `service` is the runtime's HarnessService: its device() and entries (run_case, ...)."""
+
+    def run(fn: Callable[..., Any], *args: Any) -> Any:
+        __tracebackhide__ = True
+        source = textwrap.dedent(inspect.getsource(fn))
+        request = {
+            "source": source,
+            "name": fn.__name__,
+            "args": base64_tensors.encode(pickle.dumps(args, protocol=4)),
+        }
+        reply = harness.call("run_python", request)
+        return pickle.loads(base64_tensors.decode("value", reply["value"]))
 
     return run
 
