@@ -70,8 +70,14 @@ def test_example_project_passes_on_wgpu_and_chromium(
     python, env = installed
     project = tmp_path / "packed-kv"
     shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("build", "__pycache__"))
-    proc = _run([python, "-m", "pytest", "--runtime", "wgpu,chromium", "-m", "smoke"], project, env)
+    # The CI recipe's test step (examples/ci/test-step.sh), as a team's CI runs it: the
+    # venv's commands first on PATH, on this runner's runtimes.
+    step = ROOT / "examples" / "ci" / "test-step.sh"
+    ci = env | {"PATH": f"{python.parent}:{env['PATH']}", "HARNESS_RUNTIMES": "wgpu,chromium"}
+    proc = _run(["sh", step], project, ci | {"HARNESS_MACHINE": "ci-box"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    ran = json.loads((project / "test-results" / "results-ci-box.json").read_text())
+    assert {r["runtime"] for r in ran["results"]} == {"wgpu", "chromium"}, ran["results"]
     assert " failed" not in proc.stdout and " passed" in proc.stdout
     # Both runtimes judged the project's variant: the plugin's matrix names it per runtime.
     assert "py-harness: packed_kv, case x runtime" in proc.stdout, proc.stdout[-3000:]
