@@ -1,12 +1,13 @@
 """A failing case leaves its artifacts under --output (host/artifacts.py): the inputs and
-the kernel's outputs as .npz, the verdict, what the runtime printed, and a replay command
-that fails the same way alone."""
+the kernel's outputs as .npz, the verdict, what the runtime printed, a page's Playwright
+trace (--tracing retain-on-failure), and a replay command that fails the same way alone."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ def test_a_failing_case_leaves_arrays_verdict_console_and_a_replay(
     pytester.makepyfile("def test_case(run_case, matrix_case):\n    run_case(matrix_case)\n")
     out = pytester.path / "arts"
     args = ["--runtime", runtime, "--variant", "seed", "--case", CASE, "--shaders", shaders]
-    result = pytester.runpytest_subprocess(*args, "--output", out)
+    result = pytester.runpytest_subprocess(*args, "--output", out, "--tracing", "retain-on-failure")
     result.assert_outcomes(failed=1)
     [folder] = out.iterdir()
     assert runtime in folder.name and CASE in folder.name
@@ -40,6 +41,10 @@ def test_a_failing_case_leaves_arrays_verdict_console_and_a_replay(
     assert {"o", "lse", "bound_lse"} <= set(outputs.files)
     assert "lse: FAIL" in (folder / "verdict.txt").read_text()
     assert (folder / "console.log").is_file()
+    # a page's Playwright trace (`playwright show-trace`): a zip of its trace events
+    if runtime == "chromium":
+        with zipfile.ZipFile(folder / "trace.zip") as trace:
+            assert any(n.endswith(".trace") for n in trace.namelist()), trace.namelist()
     # the replay, alone, in a new process: the same case fails the same way
     replay = (folder / "replay.sh").read_text().splitlines()[-1]
     assert replay.startswith("exec py-harness check ") and str(shaders.resolve()) in replay

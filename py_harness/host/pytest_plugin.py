@@ -153,6 +153,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             help="where a failing case's artifacts go: inputs and outputs (.npz), the verdict, "
             "the runtime's console, the command that replays it (default: test-results)",
         )
+    with contextlib.suppress(ValueError):
+        group.addoption(
+            "--tracing",
+            choices=("off", "retain-on-failure"),
+            default="off",
+            help="Chromium: a Playwright trace of each case, kept with a failing case's "
+            "artifacts (default: off)",
+        )
     group.addoption(
         "--artifacts",
         choices=("failures", "all", "none"),
@@ -317,7 +325,7 @@ def launched(
     """Each runtime launched at most once per test session (per xdist worker), on first use.
     Chromium's launch args are asked for only when Chromium is launched: a run of the
     native runtimes needs no Chromium installed (a GPU machine often has none)."""
-    options = {}
+    options: dict[str, Any] = {"tracing": pytestconfig.getoption("--tracing") != "off"}
     if pytestconfig.getoption("--browser-ws"):
         options["ws_endpoint"] = pytestconfig.getoption("--browser-ws")
     with contextlib.ExitStack() as stack:
@@ -500,6 +508,7 @@ def run_case(
         refused = None
         console = getattr(harness, "console", None)
         mark = console.mark() if console is not None else 0
+        tracing = getattr(harness, "trace_start", lambda: False)()
         which = range(draws) if draw is None else [draw]
         try:
             results = [evaluate(case, harness, variant=variant, draw=d) for d in which]
@@ -507,7 +516,8 @@ def run_case(
             error = f"{type(exc).__name__}: {exc}"
             o = report.Outcome(case.id, harness.runtime, "error", math.inf, error)
             _record(node, o, variant)
-            _keep_artifacts(request, harness, variant, case, which[0], None, error, mark)
+            _keep_artifacts(request, harness, variant, case, which[0], None, error, mark, tracing)
+            tracing = False
             refused = compile_error(exc)
             if refused is None:
                 raise
@@ -518,7 +528,12 @@ def run_case(
         if o.status not in ("pass", "known") or request.config.getoption("--artifacts") == "all":
             shown = max(results, key=lambda r: (not r.passed, max(x.ratio for x in r.reports)))
             verdict = f"{o.status}: {o.detail}" if o.detail else o.status
-            _keep_artifacts(request, harness, variant, case, shown.draw, shown, verdict, mark)
+            _keep_artifacts(
+                request, harness, variant, case, shown.draw, shown, verdict, mark, tracing
+            )
+            tracing = False
+        if tracing:  # no artifacts for this case: its trace chunk is dropped
+            harness.trace_stop(None)  # type: ignore[attr-defined]
         saved = ""
         # read by the comparison of runtimes, and by `py-harness merge` from --harness-json
         if len(request.config.harness_runtimes) > 1 or request.config.getoption("--harness-json"):
@@ -626,11 +641,14 @@ def _keep_artifacts(
     result: CaseResult | None,
     verdict: str,
     mark: int,
+    tracing: bool = False,
 ) -> None:
     """A case run's artifacts under --output (artifacts.py), unless --artifacts none; the
     folder is named in the test's report (a section pytest prints under a failure)."""
     config = request.config
     if config.getoption("--artifacts") == "none":
+        if tracing:
+            harness.trace_stop(None)  # type: ignore[attr-defined]
         return
     console = getattr(harness, "console", None)
     replay = artifacts.replay_command(
@@ -652,6 +670,8 @@ def _keep_artifacts(
         console=console.since(mark) if console is not None else None,
         replay=replay,
     )
+    if tracing:  # `playwright show-trace trace.zip`
+        harness.trace_stop(folder / "trace.zip")  # type: ignore[attr-defined]
     request.node.add_report_section("call", "py-harness artifacts", f"{folder}\nreplay: {replay}")
 
 

@@ -50,12 +50,15 @@ class Runtime(Protocol):
 
 
 class _PlaywrightBrowser:
-    def __init__(self, browser: Any, runtime: str) -> None:
+    def __init__(self, browser: Any, runtime: str, tracing: bool = False) -> None:
         self.browser = browser
         self.runtime = runtime
+        self.tracing = tracing
 
     def new_session(self, base_url: str) -> Session:
-        session = BrowserSession(self.browser.new_page, base_url, self.runtime)
+        session = BrowserSession(
+            self.browser.new_page, base_url, self.runtime, tracing=self.tracing
+        )
         session.browser_version = f"{self.browser.browser_type.name} {self.browser.version}"
         return session
 
@@ -91,7 +94,7 @@ class Chromium:
                     **(options.get("launch_args") or chromium_launch_args())
                 )
             try:
-                yield _PlaywrightBrowser(browser, self.name)
+                yield _PlaywrightBrowser(browser, self.name, bool(options.get("tracing")))
             finally:
                 browser.close()
 

@@ -15,6 +15,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ... import errors
@@ -232,8 +233,10 @@ class BrowserSession(PageSession):
         base_url: str,
         runtime: str = "chromium",
         timeout_s: float = 300.0,
+        tracing: bool = False,
     ) -> None:
         self.runtime = runtime
+        self.tracing = tracing  # a Playwright trace per page, taken in chunks (trace_start)
         self.timeout_s = timeout_s
         self.pages_opened = 0
         self.console = Console()
@@ -252,6 +255,8 @@ class BrowserSession(PageSession):
         page.on("crash", lambda _page: setattr(self, "_crashed", True))
         page.on("console", lambda msg: self.console.append(f"{msg.type}: {msg.text}"))
         page.on("pageerror", lambda err: self.console.append(f"uncaught: {err}"))
+        if self.tracing:  # actions, console and network; DOM snapshots show nothing here
+            page.context.tracing.start(snapshots=False, screenshots=False)
         try:
             page.goto(self._base_url + HARNESS_PAGE)
             status, value, stack = page.evaluate(
@@ -271,6 +276,25 @@ class BrowserSession(PageSession):
             with contextlib.suppress(Exception):  # a crashed page may not answer
                 self.page.close()
             self.page = None
+
+    def trace_start(self) -> bool:
+        """Begin a trace chunk (a case's calls), where tracing is on; whether it began."""
+        if not self.tracing or self.page is None:
+            return False
+        try:
+            self.page.context.tracing.start_chunk()
+        except Exception:  # a crashed page's context: no trace for this case
+            return False
+        return True
+
+    def trace_stop(self, path: Path | None) -> bool:
+        """End the chunk trace_start began: saved to path (a Playwright trace.zip, for
+        `playwright show-trace`), or dropped; whether it was saved."""
+        try:
+            self.page.context.tracing.stop_chunk(**({"path": str(path)} if path else {}))
+        except Exception:  # the page was replaced since (a crash): its trace went with it
+            return False
+        return path is not None
 
     def _run(self, entry: str, function: str, *args: str | None) -> str:
         try:
