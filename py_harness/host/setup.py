@@ -51,4 +51,15 @@ def main(argv: list[str] | None = None) -> int:
     if subprocess.run(cmd, cwd=target).returncode != 0:
         return 1
     print(f"py-harness setup: {target / 'node_modules'} is ready")
-    return install_browsers() if args.browsers else 0
+    status = install_browsers() if args.browsers else 0
+    report_runtimes()
+    return status
+
+
+def report_runtimes() -> None:
+    """Each runtime: ready, or what it still needs and how to install it."""
+    from .runtimes.registry import RUNTIMES
+
+    for name, rt in RUNTIMES.items():
+        why = rt.missing()
+        print(f"py-harness setup: {name}: {'ready' if why is None else why}")

@@ -145,7 +145,10 @@ def _pyodide_cli() -> str:
     local = Path(sys.executable).with_name("pyodide")
     found = str(local) if local.exists() else shutil.which("pyodide")
     if found is None:
-        raise BuildError(f"the `pyodide` CLI (pyodide-build) is not installed. {HOW_TO_BUILD}")
+        raise BuildError(
+            "the `pyodide` CLI (pyodide-build) is not installed: "
+            f"pip install 'py-harness[browser]'. {HOW_TO_BUILD}"
+        )
     return found
 
 

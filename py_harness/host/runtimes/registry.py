@@ -49,6 +49,19 @@ class Runtime(Protocol):
     def launch(self, **options: Any) -> contextlib.AbstractContextManager[Launched]: ...
 
 
+# What the runtimes that run the harness's Python in Pyodide need from Python's side (the
+# `browser` extra): module -> what it does there.
+BROWSER_EXTRA = "pip install 'py-harness[browser]'"
+
+
+def browser_extra_missing(*modules: str) -> str | None:
+    """Which of the browser extra's modules is not installed, with how to install it."""
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            return f"the {module} package is not installed: {BROWSER_EXTRA}"
+    return None
+
+
 class _PlaywrightBrowser:
     def __init__(self, browser: Any, runtime: str, tracing: bool = False) -> None:
         self.browser = browser
@@ -72,6 +85,8 @@ class Chromium:
     needs_server = True
 
     def missing(self) -> str | None:
+        if why := browser_extra_missing("playwright", "pyodide_build"):
+            return why
         try:
             chromium_launch_args()
         except FileNotFoundError as exc:
@@ -128,7 +143,7 @@ class Firefox:
     def missing(self) -> str | None:
         from .firefox import firefox_missing
 
-        return firefox_missing()
+        return browser_extra_missing("websockets", "pyodide_build") or firefox_missing()
 
     @contextlib.contextmanager
     def launch(self, **options: Any) -> Iterator[Launched]:
@@ -155,7 +170,7 @@ class Wgpu:
 
     def missing(self) -> str | None:
         if importlib.util.find_spec("wgpu") is None:
-            return "wgpu-py is not installed: pip install wgpu (pinned in pyproject's dev extra)"
+            return "wgpu-py is not installed: pip install 'py-harness[native]'"
         icd = os.environ.get("VK_ICD_FILENAMES")
         if not (Path("/usr/share/vulkan/icd.d").exists() or (icd and Path(icd).exists())):
             return "no Vulkan driver: apt-get install mesa-vulkan-drivers"
@@ -238,9 +253,7 @@ class Dawn:
 
     def missing(self) -> str | None:
         if importlib.util.find_spec("wgpudawn") is None:
-            return (
-                "wgpudawn is not installed: pip install wgpudawn (pinned in pyproject's dev extra)"
-            )
+            return "wgpudawn is not installed: pip install 'py-harness[native]'"
         return _dawn_driver_missing()
 
     @contextlib.contextmanager
@@ -267,6 +280,8 @@ class Node:
         return paths.node_binary()
 
     def missing(self) -> str | None:
+        if why := browser_extra_missing("pyodide_build"):  # the page's wheel is built here
+            return why
         node = self.binary()
         if shutil.which(node) is None:
             return f"{node} not found: apt-get install nodejs (or set HARNESS_NODE)"

@@ -104,6 +104,7 @@ def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     # Hypothesis's plugin (a dev dependency, for tests/test_fuzz.py) is not used here and
     # takes 1.7 s to import.
     cmd = [matrix_suite.__file__, "-v", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
+    cmd += ["-ra"]  # every skip's and failure's reason in the summary (a runtime's missing part)
     cmd += [] if plugin_registered() else ["-p", PLUGIN]
     # This process imported py_harness before pytest started, so pytest cannot rewrite the
     # plugin's asserts; its assert messages say everything themselves.
