@@ -9,6 +9,7 @@ Pure Python: this module runs inside Pyodide (no NumPy there).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .config import OUTPUTS, AttentionConfig, ConfigError
@@ -17,17 +18,21 @@ from .sizing import buffer_sizes
 # The demo server computes the float64 reference and the float32 baselines (host/judge) for
 # whatever shape a request declares: a 208-byte change to a body can ask for gigabytes. These
 # model judge_outputs' peak memory and time from the shape alone, so the server and the page's
-# form refuse before any array work. Fitted over `python benchmarks/reference_cost.py` (NumPy 2.5,
-# this 2-core machine; docs/serving.md has the table) to stay above what it measures.
-REFERENCE_BYTES_PER_SCORE = 40  # per element of B*H*Sq*Sk: P, dP, dS in float64 and float32
-REFERENCE_BYTES_PER_FLOAT = 28  # per tensor element: float64 copies, baselines, base64
-REFERENCE_SECONDS_PER_SCORE_TERM = 25e-9  # per score and (head_dim + 8): the matrix products
-REFERENCE_SECONDS_PER_SCORE = 40e-9  # per score: softmax, masks
-REFERENCE_SECONDS_PER_SCORE_DROPOUT_OR_MASK = 160e-9  # instead, with dropout's hash or a mask
-REFERENCE_SECONDS_PER_ROW = 14e-6  # per query row (B*H*Sq)
-REFERENCE_SECONDS_PER_FLOAT = 100e-9  # per tensor element
-REFERENCE_SECONDS_PER_STEP = 4e-6  # per step of the float32 baseline's sequential sums
-_SEQ_BLOCK = 1 << 16  # sequential_ref's rows x columns per step
+# form refuse before any array work. Fitted over `python benchmarks/reference_cost.py` (NumPy
+# 2.5, a 2-core machine; docs/records/judge.md has the table): memory an upper bound within
+# 1.5x of what it measures, time within 1.5x either way. The judge walks blocks of query rows
+# (host/judge/blocks.py) of REFERENCE_BLOCK_SCORES scores, one per worker thread and one more
+# being summed, so its memory stops growing with the scores past those blocks.
+REFERENCE_BYTES = 5 << 20  # NumPy's and the judge's own working set
+REFERENCE_BYTES_PER_FLOAT = 17  # per input and output element (not the mask): float64 copies
+REFERENCE_BYTES_PER_SCORE = 57  # per score of the blocks in flight: P, dP, dS, term sums
+REFERENCE_BLOCK_SCORES = 1 << 20  # blocks.BLOCK_BYTES of float64 scores
+REFERENCE_SECONDS = 0.05  # a judgement's fixed cost
+REFERENCE_SECONDS_PER_SCORE_TERM = 4.3e-9  # per score and head_dim: the matrix products
+REFERENCE_SECONDS_PER_SCORE = 57e-9  # per score: softmax, the baselines' sums
+REFERENCE_SECONDS_PER_SCORE_DROPOUT_OR_MASK = 29e-9  # per score more, with dropout or a mask
+REFERENCE_SECONDS_PER_FLOAT = 45e-9  # per tensor element: copies, conversions, comparison
+DEFAULT_JUDGE_WORKERS = 2  # where the limits do not say how many threads the judge uses
 
 
 @dataclass(frozen=True)
@@ -38,44 +43,34 @@ class ReferenceCost:
     seconds: float
 
 
-def reference_cost(cfg: AttentionConfig) -> ReferenceCost:
-    """The float64 reference's and float32 baselines' peak memory and time for `cfg`, modelled
-    from the measured costs above (an upper bound on the shapes measured, not an exact figure).
-    A variable-length batch is judged a run of consecutive sequences of equal lengths at a
-    time (AttentionConfig.sequence_runs): its peak is its largest run's, its time the sum."""
+def reference_cost(cfg: AttentionConfig, workers: int = DEFAULT_JUDGE_WORKERS) -> ReferenceCost:
+    """The float64 reference's and float32 baselines' peak memory and time for `cfg` when
+    the judge uses `workers` threads, modelled from the measured costs above. A
+    variable-length batch is judged a run of consecutive sequences of equal lengths at a
+    time (AttentionConfig.sequence_runs): its blocks come from its largest run."""
     h, d = cfg.num_heads, cfg.head_dim
-    seqs = [(len_q, len_k) for _, len_q, _, len_k in cfg.sequences()]
-    scores = h * sum(len_q * len_k for len_q, len_k in seqs)
-    # A variable-length batch is judged a run of equal sequences at a time.
+    scores = h * sum(len_q * len_k for _, len_q, _, len_k in cfg.sequences())
     runs = [n * seq[1] * seq[3] for _, n, seq in cfg.sequence_runs()]
     peak_scores = h * max(runs, default=0) if cfg.varlen else scores
+    in_flight = min(peak_scores, (max(workers, 1) + 1) * REFERENCE_BLOCK_SCORES)
     floats = sum(cfg.input_elems().values()) + sum(buffer_sizes(cfg, OUTPUTS).values())
-    # sequential_ref: P @ V and dP's row sums step once per key, Q @ K^T once per head_dim,
-    # over blocks of _SEQ_BLOCK floats of the output.
-    steps = h * sum(
-        3 * len_k * -(-len_q * d // _SEQ_BLOCK)
-        + 2 * len_k
-        + 2 * d * -(-len_q * len_k // _SEQ_BLOCK)
-        for len_q, len_k in seqs
-    )
-    per_score = (
-        REFERENCE_SECONDS_PER_SCORE_DROPOUT_OR_MASK
-        if cfg.dropout_p or cfg.mask_shape
-        else REFERENCE_SECONDS_PER_SCORE
-    )
+    mask = math.prod(cfg.mask_shape) if cfg.mask_shape else 0  # read in place, block by block
+    per_score = REFERENCE_SECONDS_PER_SCORE + REFERENCE_SECONDS_PER_SCORE_TERM * d
+    if cfg.dropout_p or cfg.mask_shape:
+        per_score += REFERENCE_SECONDS_PER_SCORE_DROPOUT_OR_MASK
     return ReferenceCost(
-        bytes=REFERENCE_BYTES_PER_SCORE * peak_scores + REFERENCE_BYTES_PER_FLOAT * floats,
-        seconds=scores * (REFERENCE_SECONDS_PER_SCORE_TERM * (d + 8) + per_score)
-        + REFERENCE_SECONDS_PER_ROW * h * cfg.total_q
-        + REFERENCE_SECONDS_PER_FLOAT * floats
-        + REFERENCE_SECONDS_PER_STEP * steps,
+        bytes=REFERENCE_BYTES
+        + REFERENCE_BYTES_PER_FLOAT * (floats - mask)
+        + REFERENCE_BYTES_PER_SCORE * in_flight,
+        seconds=REFERENCE_SECONDS + per_score * scores + REFERENCE_SECONDS_PER_FLOAT * floats,
     )
 
 
 def check_reference_cost(cfg: AttentionConfig, limits: dict[str, float]) -> None:
     """Refuse a config whose reference would cost more than `limits` allow (the server's
-    /api/info reference_limits: max_reference_bytes, max_reference_seconds), naming both."""
-    cost = reference_cost(cfg)
+    /api/info reference_limits: max_reference_bytes, max_reference_seconds, and the threads
+    its judge uses, judge_workers), naming both."""
+    cost = reference_cost(cfg, int(limits.get("judge_workers", DEFAULT_JUDGE_WORKERS)))
     max_bytes, max_seconds = limits["max_reference_bytes"], limits["max_reference_seconds"]
     if cost.bytes > max_bytes or cost.seconds > max_seconds:
         mib = 2**20

@@ -170,22 +170,26 @@ LIMITS = {"max_reference_bytes": 512 * 2**20, "max_reference_seconds": 30.0}
 
 
 def test_reference_cost_follows_the_declared_shape() -> None:
-    # The body: 208 KB declaring Sq = Sk = 8000, head_dim 1 (the reference peaked at
-    # 2.06 GB). The cost is the shape's, so it is refused whatever the body holds.
-    big = AttentionConfig(batch=1, num_heads=1, num_kv_heads=1, seq_q=8000, seq_k=8000, head_dim=1)
-    cost = reference_cost(big)
-    assert cost.bytes > 2 * 10**9
-    with pytest.raises(ConfigError, match=r"case: .* over its limit of 512 MiB and 30 s") as exc:
-        check_reference_cost(big, LIMITS)
-    assert "--max-reference-mb" in str(exc.value)
-    # Time alone can refuse: one query row against 10 million keys is small but slow (the
-    # float32 baseline's sequential sums step once per key).
-    long_keys = AttentionConfig(
-        batch=1, num_heads=1, num_kv_heads=1, seq_q=1, seq_k=10**7, head_dim=1
+    # A small body can declare a large shape; the cost is the shape's, so it is refused
+    # whatever the body holds. Memory: the float64 copies of 200,000 rows x 16 heads x 64.
+    wide = AttentionConfig(
+        batch=1, num_heads=16, num_kv_heads=16, seq_q=200_000, seq_k=64, head_dim=64
     )
-    assert reference_cost(long_keys).seconds > 30 > 0 < reference_cost(long_keys).bytes
+    assert reference_cost(wide).bytes > 2 * 10**9
+    with pytest.raises(ConfigError, match=r"case: .* over its limit of 512 MiB and 30 s") as exc:
+        check_reference_cost(wide, LIMITS)
+    assert "--max-reference-mb" in str(exc.value)
+    # Time alone can refuse: Sq = Sk = 8000 at head_dim 256 is judged in blocks of bounded
+    # memory, but its products take minutes.
+    slow = AttentionConfig(
+        batch=1, num_heads=1, num_kv_heads=1, seq_q=8000, seq_k=8000, head_dim=256
+    )
+    cost = reference_cost(slow)
+    assert cost.seconds > 30 and cost.bytes < 512 * 2**20, cost
     with pytest.raises(ConfigError, match="case: "):
-        check_reference_cost(long_keys, {**LIMITS, "max_reference_bytes": 2**40})
+        check_reference_cost(slow, LIMITS)
+    # The judge's blocks are per thread: more threads, more memory in flight.
+    assert reference_cost(slow, workers=16).bytes > cost.bytes
     # Every short case of the matrix fits the default limits (the demo's matrix view).
     for case in CASES:
         if not case.long:

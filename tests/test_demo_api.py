@@ -266,10 +266,11 @@ def test_cli_binds_loopback_and_sets_the_limit(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_reference_over_the_limit_is_422_before_any_array_work(base_url: str) -> None:
-    # The 208 KB body declared Sq = Sk = 8000: the cost follows the declared shape,
-    # so the refusal comes before the (here not even base64) tensors are looked at.
+    # A small body declaring Sq = Sk = 40000 (about 100 s of judging by the model): the cost
+    # follows the declared shape, so the refusal comes before the (here not even base64)
+    # tensors are looked at.
     big = CFG.to_dict() | {"batch": 1, "num_heads": 1, "num_kv_heads": 1, "causal": False}
-    big |= {"seq_q": 8000, "seq_k": 8000, "head_dim": 1}
+    big |= {"seq_q": 40000, "seq_k": 40000, "head_dim": 1}
     t0 = time.perf_counter()
     status, got = post(base_url, "/api/judge", {"config": big, "inputs": {"q": "!"}, "outputs": {}})
     assert (status, got["error"].split(":")[0]) == (422, "case")

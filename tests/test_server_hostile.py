@@ -41,7 +41,7 @@ from tests.hostile import (
 )
 
 MAX_BODY = 1 * MiB
-MAX_REFERENCE_MB = 1
+MAX_REFERENCE_MB = 16  # over the model's fixed 5 MiB: a 4 x 4 case passes, 1024 x 1024 not
 TIMEOUT = 2.0
 ALLOW = "GET, HEAD, POST"
 EVIL = "http://evil.example"
@@ -842,9 +842,10 @@ def server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
 @pytest.mark.parametrize(
     ("sq", "all_outputs"),
     [
-        pytest.param(8000, False, id="judge-sq8000-208KB-body"),
-        pytest.param(16000, False, id="judge-sq16000-416KB-body"),
-        pytest.param(8000, True, id="judge-sq8000-all-outputs"),
+        # about 100 and 400 s of the blockwise judge by the model: bodies under 2 MB
+        pytest.param(40000, False, id="judge-sq40000-853KB-body"),
+        pytest.param(80000, False, id="judge-sq80000-1.7MB-body"),
+        pytest.param(40000, True, id="judge-sq40000-all-outputs"),
     ],
 )
 def test_declared_shape_is_refused_before_array_work(

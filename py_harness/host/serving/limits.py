@@ -4,7 +4,10 @@ server.py enforces the first two, api.py the third; /api/info sends them to the 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+
+from ..judge import blocks
 
 # The demo's judge request carries inputs and outputs as base64 (8 tensors of B*S*H*D f32):
 # a body is read whole before its config can be checked, so this bounds what a request holds
@@ -30,4 +33,6 @@ class Limits:
         return {
             "max_reference_bytes": self.max_reference_bytes,
             "max_reference_seconds": self.max_reference_seconds,
+            # the judge's threads: each holds a block of scores (the model's memory)
+            "judge_workers": blocks.WORKERS or os.cpu_count() or 1,
         }
