@@ -34,8 +34,9 @@ class StandInPage:
         self._on_crash: list[Callable[[Any], None]] = []
 
     def on(self, event: str, handler: Callable[[Any], None]) -> None:
-        assert event == "crash"
-        self._on_crash.append(handler)
+        assert event in ("crash", "console", "pageerror"), event
+        if event == "crash":
+            self._on_crash.append(handler)
 
     def goto(self, url: str) -> None:
         pass
