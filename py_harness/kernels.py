@@ -10,6 +10,7 @@ this project, come from a variant file instead (docs/own-kernels.md).
 from __future__ import annotations
 
 from .config import MAX_HEAD_DIM, ROLES
+from .dtypes import Arithmetic
 from .shaders import BACKWARD_FILE, COMMON_FILE, FORWARD_FILE
 from .sizing import scratch_elems
 from .variant import (
@@ -30,6 +31,8 @@ __all__ = [  # the built-in variants, and what variant.py defines that callers i
     "DEFAULT_VARIANT",
     "FAST",
     "FAST_F16",
+    "FAST_F16X2",
+    "PACKED_F16",
     "FAST_ROWS",
     "FAST_INVOCATIONS",
     "FAST_WORKGROUP_BYTES",
@@ -133,8 +136,18 @@ WHOLE = "FF_WHOLE"
 ROLLED = "FF_ROLLED"
 
 
+# What fast_f16x2 computes its score GEMMs in (fa2_fast_f16x2.wgsl): f16 products, each
+# score's two vec2<f16> lanes summing 32 terms (half of a staged chunk of 64) in f16
+# before they go into a float32 total. Its other GEMMs are float32: the declaration is
+# one for all of a variant's GEMMs, so the judge's baseline does them in f16 too.
+PACKED_F16 = Arithmetic(products="f16", accumulate="f16", chunk=32)
+
+
 def _fast(
-    head_dim: int, by_head_dim: tuple[tuple[int, Variant], ...] = (), io: str = "f32"
+    head_dim: int,
+    by_head_dim: tuple[tuple[int, Variant], ...] = (),
+    io: str = "f32",
+    packed: bool = False,
 ) -> Variant:
     """The register-tiled kernels (shaders/fa2_fast_*.wgsl) with tiles for head_dim <= 64 or
     above: FAST_ROWS x 64 score tiles in 4 x 4 blocks per invocation. One key-tile pass
@@ -147,9 +160,11 @@ def _fast(
     where a device lacks the 256 family's 512 invocations; the 256 family's two halves
     share each score GEMM. io: the tensors' element type in memory (fa2_fast_f16.wgsl: the
     fast_f16 variant, whose key-tile passes split no tile: parts' copies of dK and dV
-    would be f16 partial sums, where its arithmetic is float32)."""
+    would be f16 partial sums, where its arithmetic is float32). packed: the score GEMMs
+    in packed f16 arithmetic (fa2_fast_f16x2.wgsl, in place of the io file: fast_f16x2)."""
     cols = head_dim  # output columns per workgroup: fa2_fast_common.wgsl's FF_WG_COLS
-    io_file = f"fa2_fast_{io}.wgsl"  # first: an `enable` precedes every declaration
+    # first: an `enable` precedes every declaration
+    io_file = "fa2_fast_f16x2.wgsl" if packed else f"fa2_fast_{io}.wgsl"
     base = (io_file, COMMON_FILE, f"fa2_fast_d{head_dim}.wgsl", "fa2_fast_common.wgsl")
     fwd, bwd = (*base, "fa2_fast_forward.wgsl"), (*base, "fa2_fast_backward.wgsl")
     # The row passes (Delta, the sums) use no tiles: above 128 they are the 128 family's
@@ -191,12 +206,16 @@ def _fast(
     # adds the copies of dK and dV where the key-tile passes split their tiles (kv_parts)
     kv_sum = {6: ("dk", RW), 7: ("dv", RW), 8: pm[8], **seqlens}
     f16 = ("q", "k", "v", "o", "d_out", "dq", "dk", "dv") if io == "f16" else ()
+    arithmetic = "; tensors in f16, float32 arithmetic" if f16 else ""
+    if packed:
+        arithmetic = "; tensors in f16, score GEMMs in packed f16 (vec2<f16>), the rest float32"
     return Variant(
-        name="fast" if io == "f32" else f"fast_{io}",
+        name="fast" if io == "f32" else f"fast_{io}" + ("x2" if packed else ""),
         description="register-tiled forward; backward from the forward's LSE: Delta pass, "
         "key-tile pass(es) for dK, dV and partial sums of dQ, dQ sum pass (no atomics)"
-        + ("; tensors in f16, float32 arithmetic" if f16 else ""),
+        + arithmetic,
         dtypes=dict.fromkeys(f16, "f16"),
+        arithmetic=PACKED_F16 if packed else Arithmetic(),
         forward=Kernel(
             "fa2f_fwd",
             fwd,
@@ -268,7 +287,15 @@ FAST_F16 = _fast(
     io="f16",
 )
 
-VARIANTS: dict[str, Variant] = {v.name: v for v in (SEED, FAST, FAST_F16)}
+# The same with the score GEMMs (S = Q K^T, dP = dO V^T) in packed f16 arithmetic.
+FAST_F16X2 = _fast(
+    128,
+    by_head_dim=tuple((hd, _fast(hd, io="f16", packed=True)) for hd in (64, 128, 256)),
+    io="f16",
+    packed=True,
+)
+
+VARIANTS: dict[str, Variant] = {v.name: v for v in (SEED, FAST, FAST_F16, FAST_F16X2)}
 DEFAULT_VARIANT = "seed"
 ALL_SHADER_FILES = tuple(dict.fromkeys(f for v in VARIANTS.values() for f in v.files))
 

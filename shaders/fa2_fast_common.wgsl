@@ -7,7 +7,9 @@
 // (fa2_params, fa2_mask) and fa2_pcg are reused
 // (ff_keep4 is dropout_scale for four pairs, checked bit for bit by the dropout cases). Then one of
 // fa2_fast_d64.wgsl / d128 / d256 (FF_NCOL, FF_VK, FF_KC, FF_AS, FF_SPLIT, FF_SMEM), this file, and
-// fa2_fast_forward.wgsl or fa2_fast_backward.wgsl, which each define
+// fa2_fast_forward.wgsl or fa2_fast_backward.wgsl. The first file (fa2_fast_f32.wgsl,
+// fa2_fast_f16.wgsl or fa2_fast_f16x2.wgsl) defines ff_io, FF_PACKED and ffh_score_tile
+// (the score GEMMs in packed f16 where FF_PACKED; a stub elsewhere). The pass's file defines
 //   fn ff_vec4_pair(buf: u32, i: u32, j: u32) -> FfPair
 // (vec4s i and j of buffer `buf`: Q, K, V below or their own bindings) and
 //   const FF_UNROLL_SCORES: bool, const FF_UNROLL_PV: bool
@@ -535,7 +537,9 @@ fn ff_scores_chunk(acc: mat4x4<f32>, t: vec2<u32>) -> mat4x4<f32> {
 // FF_SPLIT halves, half h sums chunks [h n, h n + n) of the n per half, and the halves add
 // their partial blocks (ff_exchange), after which only the own rows (0 and 1) hold scores:
 // the forward and the backward split alike, so their scores agree to the bit.
+// FF_PACKED (the module's first file): the packed f16 form instead (fa2_fast_f16x2.wgsl).
 fn ff_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
+    if (FF_PACKED) { return ffh_score_tile(lid, t, a, b); }
     var s = mat4x4<f32>();
     let n = (fa2_params.head_dim + FF_SPLIT * FF_KC - 1u) / (FF_SPLIT * FF_KC);
     for (var k = 0u; k < n; k++) {

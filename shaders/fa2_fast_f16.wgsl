@@ -6,3 +6,9 @@
 enable f16;
 
 alias ff_io = f16;
+// Score GEMMs in float32 (ff_score_tile's own loop; fa2_fast_f16x2.wgsl's packed f16
+// form is never called here).
+const FF_PACKED: bool = false;
+fn ffh_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
+    return mat4x4<f32>();
+}

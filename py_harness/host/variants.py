@@ -94,7 +94,7 @@ def load_options(variant_files: list[Path], shaders: Path | None, judged: str) -
 
 
 # Built-in variants that keep another's loops and arithmetic (so its driver limitations).
-BUILT_IN_LIMITATIONS_OF = {"fast_f16": "fast"}
+BUILT_IN_LIMITATIONS_OF = {"fast_f16": "fast", "fast_f16x2": "fast"}
 
 
 def limitations_of(name: str) -> str:

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ...config import AttentionConfig, ConfigError, kernel_window
-from ...kernels import FAST, FAST_F16, FAST_ROWS, Variant
+from ...kernels import FAST, FAST_F16, FAST_F16X2, FAST_ROWS, Variant
 
 BUDGET = 65535  # LP_MAX_TGSI_LOOP_ITERATIONS
 OK_LIMIT = BUDGET + 1  # the largest count (for the fast variant: `needed`) still right
@@ -384,8 +384,11 @@ def _fast_dense_counts(
     return out
 
 
-# The variants of the fast kernels the model counts, by name.
-FAST_FORMS = {"fast": FAST, "fast_f16": FAST_F16}
+# The variants of the fast kernels the model counts, by name. fast_f16x2's score GEMMs
+# (fa2_fast_f16x2.wgsl) stage chunks of 64, half as many as counted here, and write their
+# steps out unless rolled: the model over-counts them, so it may call a case unsupported
+# that would have run, never the other way round.
+FAST_FORMS = {"fast": FAST, "fast_f16": FAST_F16, "fast_f16x2": FAST_F16X2}
 MODELLED = ("seed", *FAST_FORMS)
 
 
