@@ -8,9 +8,12 @@
 // What it computes, in the judge's terms (kernels.py declares it: Arithmetic): f16
 // products (Q scaled first, then rounded, as the baseline rounds its operands) and f16 sums
 // of FFH_CHUNK terms: a staged chunk covers 2 FF_KC = 64 elements of head_dim, and each
-// lane of a score's vec2<f16> sums every other one of them, FFH_CHUNK = 32 terms, before
-// the lanes go into the float32 total. Each lane's products are fused into its sum
-// (fma), no less exact than the baseline's product rounded and then added.
+// lane of a score's vec2<f16> sums every other one of each half of it, FFH_CHUNK = 16
+// terms, before the lanes go into the float32 total. Each lane's products are fused into
+// its sum (fma), no less exact than the baseline's product rounded and then added. Lanes
+// of 32 terms (one flush per chunk) failed the matrix: the LSE of one query over 4096
+// keys (d128-sq1-sk4096-gqa8x2) at 1.59 of its bound, as a NumPy model of these lanes
+// also gives; the model with lanes of 16 gives 0.48 there.
 //
 // Staging. ff_smem stays vec4<f32> (the P tile and the reductions overlay the staging, as
 // in fast); a staged slot holds 8 f16 (4 pairs) as its bits, bitcast<vec4<f32>> on the way
@@ -27,13 +30,17 @@ alias ff_io = f16;
 // fa2_fast_common.wgsl's ff_score_tile hands its work to ffh_score_tile below.
 const FF_PACKED: bool = true;
 const FFH_KC: u32 = 2u * FF_KC; // head_dim elements per staged chunk (8 per slot)
-const FFH_CHUNK: u32 = FFH_KC / 2u; // terms of each f16 sum: one lane's share of a chunk
+const FFH_CHUNK: u32 = FFH_KC / 4u; // terms of each f16 sum: one lane's share of half a chunk
 
 // Slot s (< 512) of a 64-row chunk: row s / 8, elements [c0 + 8 (s % 8), + 8) as 4 f16
 // pairs, from two fetched vec4s (ff_fetch_pair: zeros past the rows or head_dim, times
 // src.mul in float32, then rounded to f16 once).
+// Rounded to f16 by a conversion (to nearest, as the baseline rounds its operands), so
+// that pack2x16float, whose own rounding WGSL leaves open (lavapipe's biased the scores
+// of a query over 4096 keys), only packs exact values.
 fn ffh_pack(v: vec4<f32>) -> vec2<u32> {
-    return vec2<u32>(pack2x16float(v.xy), pack2x16float(v.zw));
+    let r = vec4<f32>(vec4<f16>(v));
+    return vec2<u32>(pack2x16float(r.xy), pack2x16float(r.zw));
 }
 fn ffh_stage_slot(lid: u32, s: u32, base: u32, src: FfRows, c0: u32) {
     let w = FFH_KC / 8u;
@@ -100,24 +107,21 @@ fn ffh_step(acc: FfhBlock, t: vec2<u32>, c: u32) -> FfhBlock {
     let b = ffh_slots(FF_SB, t.x, c);
     return FfhBlock(ffh_row(acc.r0, a.x, b), ffh_row(acc.r1, a.y, b), ffh_row(acc.r2, a.z, b), ffh_row(acc.r3, a.w, b));
 }
-// The staged chunk's 8 steps (written out on GPUs, a loop where FF_ROLLED keeps them).
-const_assert FFH_KC / 8u == 8u; // the steps written out below
-fn ffh_chunk(t: vec2<u32>) -> FfhBlock {
+// Steps c0 .. c0 + 3 of the staged chunk, from zero lanes: one f16 sum of FFH_CHUNK
+// terms per lane (written out on GPUs, a loop where FF_ROLLED keeps them).
+const_assert FFH_CHUNK == 16u && FFH_KC == 64u; // 2 x 4 steps of 4 terms per lane, below
+fn ffh_half(t: vec2<u32>, c0: u32) -> FfhBlock {
     let z = mat4x2<f16>();
     var h = FfhBlock(z, z, z, z);
     if (!FF_ROLLED) {
-        h = ffh_step(h, t, 0u);
-        h = ffh_step(h, t, 1u);
-        h = ffh_step(h, t, 2u);
-        h = ffh_step(h, t, 3u);
-        h = ffh_step(h, t, 4u);
-        h = ffh_step(h, t, 5u);
-        h = ffh_step(h, t, 6u);
-        h = ffh_step(h, t, 7u);
+        h = ffh_step(h, t, c0);
+        h = ffh_step(h, t, c0 + 1u);
+        h = ffh_step(h, t, c0 + 2u);
+        h = ffh_step(h, t, c0 + 3u);
         return h;
     }
-    for (var c = 0u; c < ff_trips(FFH_KC / 8u); c++) {
-        h = ffh_step(h, t, c);
+    for (var c = 0u; c < ff_trips(4u); c++) {
+        h = ffh_step(h, t, c0 + c);
     }
     return h;
 }
@@ -126,6 +130,9 @@ fn ffh_add(s: vec4<f32>, h: mat4x2<f16>) -> vec4<f32> {
     let lo = vec4<f32>(f32(h[0].x), f32(h[1].x), f32(h[2].x), f32(h[3].x));
     let hi = vec4<f32>(f32(h[0].y), f32(h[1].y), f32(h[2].y), f32(h[3].y));
     return s + (lo + hi);
+}
+fn ffh_add4(s: mat4x4<f32>, h: FfhBlock) -> mat4x4<f32> {
+    return mat4x4<f32>(ffh_add(s[0], h.r0), ffh_add(s[1], h.r1), ffh_add(s[2], h.r2), ffh_add(s[3], h.r3));
 }
 // ff_score_tile in packed f16: the same rows, halves and exchange, in chunks of FFH_KC.
 fn ffh_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
@@ -136,8 +143,8 @@ fn ffh_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
         ffh_stage_chunk(lid, 0u, a, c0);
         ffh_stage_chunk(lid, FF_SB, b, c0);
         workgroupBarrier();
-        let h = ffh_chunk(t);
-        s = mat4x4<f32>(ffh_add(s[0], h.r0), ffh_add(s[1], h.r1), ffh_add(s[2], h.r2), ffh_add(s[3], h.r3));
+        s = ffh_add4(s, ffh_half(t, 0u));
+        s = ffh_add4(s, ffh_half(t, 4u));
         workgroupBarrier();
     }
     if (FF_SPLIT > 1u) { s = ff_exchange(lid, s); }

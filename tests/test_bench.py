@@ -135,7 +135,10 @@ BAD_ARGUMENTS = [
     (["--batch", "40000", "--heads", "2"], "--batch x --heads: must be in [1, 65535], got 80000"),
     (["--lengths", "0,0"], "--lengths: the longest sequence must be in [1, 268435456], got 0"),
     (["--variant", "seed", "--softcap", "5"], "--variant seed: seed does not support softcap"),
-    (["--variant", ","], "--variant: name at least one of seed, fast, fast_f16, or all"),
+    (
+        ["--variant", ","],
+        "--variant: name at least one of seed, fast, fast_f16, fast_f16x2, or all",
+    ),
     (["--shaders", "/no/such/folder"], "--shaders: /no/such/folder is not a folder"),
 ]
 

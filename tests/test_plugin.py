@@ -29,7 +29,10 @@ def test_options_ini_keys_and_markers_are_registered(pytester: pytest.Pytester) 
     [
         (["--runtime", "safari"], "--runtime: unknown 'safari'"),
         (["--variant", "nope"], "--variant: unknown 'nope'"),
-        (["--variant", ","], "--variant: name at least one of seed, fast, fast_f16, or all"),
+        (
+            ["--variant", ","],
+            "--variant: name at least one of seed, fast, fast_f16, fast_f16x2, or all",
+        ),
         (["--draws", "0"], "--draws: must be >= 1"),
         (["--case", "d1-no-such-case"], "d1-no-such-case"),
         (["--variant-file", "missing.toml"], "missing.toml"),

@@ -53,8 +53,14 @@ def test_bench_refuses_a_json_path_that_is_a_folder(tmp_path: Path) -> None:
     ("argv", "says"),
     [
         (["--case", "d1-no-such"], "--case: no case 'd1-no-such'"),
-        (["--variant", "seed,nope"], "--variant: unknown 'nope'; known: seed, fast, fast_f16"),
-        (["--variant", ","], "--variant: name at least one of seed, fast, fast_f16, or all"),
+        (
+            ["--variant", "seed,nope"],
+            "--variant: unknown 'nope'; known: seed, fast, fast_f16, fast_f16x2",
+        ),
+        (
+            ["--variant", ","],
+            "--variant: name at least one of seed, fast, fast_f16, fast_f16x2, or all",
+        ),
     ],
 )
 def test_stability_refuses_names_before_any_profile_runs(
@@ -89,10 +95,11 @@ def test_the_tools_that_run_built_in_variants_only_choose_among_them(
     before = variants.snapshot()
     try:
         variants.load_file(Path(__file__).parents[1] / "examples/packed-kv/kernels/packed_kv.toml")
-        assert bench._variant_names("all") == ["seed", "fast", "fast_f16"]
+        assert bench._variant_names("all") == ["seed", "fast", "fast_f16", "fast_f16x2"]
         with pytest.raises(SystemExit) as exc:
             stability.main(["--variant", ",", "--out", str(tmp_path)])
         said = refusal_text(exc.value.code, capsys.readouterr().err)
-        assert "--variant: name at least one of seed, fast, fast_f16, or all" in said, said
+        names = "seed, fast, fast_f16, fast_f16x2"
+        assert f"--variant: name at least one of {names}, or all" in said, said
     finally:
         variants.restore(before)
