@@ -35,12 +35,8 @@ const FFH_CHUNK: u32 = FFH_KC / 4u; // terms of each f16 sum: one lane's share o
 // Slot s (< 512) of a 64-row chunk: row s / 8, elements [c0 + 8 (s % 8), + 8) as 4 f16
 // pairs, from two fetched vec4s (ff_fetch_pair: zeros past the rows or head_dim, times
 // src.mul in float32, then rounded to f16 once).
-// Rounded to f16 by a conversion (to nearest, as the baseline rounds its operands), so
-// that pack2x16float, whose own rounding WGSL leaves open (lavapipe's biased the scores
-// of a query over 4096 keys), only packs exact values.
 fn ffh_pack(v: vec4<f32>) -> vec2<u32> {
-    let r = vec4<f32>(vec4<f16>(v));
-    return vec2<u32>(pack2x16float(r.xy), pack2x16float(r.zw));
+    return vec2<u32>(pack2x16float(v.xy), pack2x16float(v.zw));
 }
 fn ffh_stage_slot(lid: u32, s: u32, base: u32, src: FfRows, c0: u32) {
     let w = FFH_KC / 8u;
