@@ -20,8 +20,8 @@ LOSSES = {
     ),
     # the score operands staged with 7 of f16's 10 mantissa bits
     "score-operands-7-bits": (
-        "pack2x16float(v.xy), pack2x16float(v.zw)",
-        "pack2x16float(v.xy) & 0xfff8fff8u, pack2x16float(v.zw) & 0xfff8fff8u",
+        "return pack2x16float(vec2<f32>(x, y));",
+        "return pack2x16float(vec2<f32>(x, y)) & 0xfff8fff8u;",
     ),
 }
 
