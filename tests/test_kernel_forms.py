@@ -28,7 +28,7 @@ CONFIGS = [
 ]
 
 
-async def _forms_report(impl: str) -> list[dict[str, Any]]:
+async def _forms_report(impl: str, name: str = "fast") -> list[dict[str, Any]]:
     """Per config: which constants the forward's pipeline was made with, and whether every
     output has the same bits as a run with none set (the module's defaults: checked loads,
     written-out loops). One comparison for both forms keeps the compiles at two sets per
@@ -45,7 +45,7 @@ async def _forms_report(impl: str) -> list[dict[str, Any]]:
     from py_harness.variant import Kernel
 
     dev = await native.request_device(implementation=impl)
-    run = runner.AttentionRunner(dev, shader_sources(), variant("fast"))
+    run = runner.AttentionRunner(dev, shader_sources(), variant(name))
 
     async def outputs(cfg: AttentionConfig, x: dict[str, bytes]) -> dict[str, bytes]:
         return {n: bytes(v) for n, v in (await run.run(cfg, x)).outputs.items()}
@@ -80,9 +80,19 @@ async def _forms_report(impl: str) -> list[dict[str, Any]]:
     return report
 
 
+async def _forms_report_f16x2(impl: str) -> list[dict[str, Any]]:
+    """_forms_report of fast_f16x2 (its packed score GEMMs have forms of their own)."""
+    return await _forms_report(impl, "fast_f16x2")
+
+
 @pytest.mark.parametrize("impl", NATIVE)
-def test_whole_tiles_and_rolled_loops_give_the_bits_of_the_default_forms(impl: str) -> None:
-    report = child_report(impl, "tests.test_kernel_forms", "_forms_report", timeout=600)
+@pytest.mark.parametrize("report_of", ["_forms_report", "_forms_report_f16x2"])
+def test_whole_tiles_and_rolled_loops_give_the_bits_of_the_default_forms(
+    impl: str, report_of: str
+) -> None:
+    if report_of.endswith("f16x2") and impl != "wgpu":
+        pytest.skip("shader-f16: offered here by lavapipe through wgpu alone")
+    report = child_report(impl, "tests.test_kernel_forms", report_of, timeout=600)
     # the CPU drivers here (lavapipe through wgpu, SwiftShader through Dawn) run the loops,
     # and the module's defaults the written-out steps GPUs run
     assert report == [{"constants": sorted([WHOLE, ROLLED]), "same bits": True}] * len(CONFIGS), (
