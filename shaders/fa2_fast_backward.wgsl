@@ -104,6 +104,7 @@ fn fa2f_bwd_pre(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
     if (qi >= ff_seq(b).len_q) { return; }
     let base = ((ff_seq(b).q_row0 + qi) * p.num_heads + h) * p.head_dim;
     var acc = vec4<f32>(0.0);
+    var packed = FfhSum(0.0, 0.0); // FF_PACKED: Delta summed as dP is
     for (var c = 0u; c < p.head_dim; c += 4u) {
         let i = base + c;
         var g = vec4<f32>(ffb_do[i >> 2u]);
@@ -112,10 +113,15 @@ fn fa2f_bwd_pre(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
             g = ff_shift(g, vec4<f32>(ffb_do[(i >> 2u) + 1u]), i & 3u);
             o = ff_shift(o, vec4<f32>(ffb_o[(i >> 2u) + 1u]), i & 3u);
         }
-        acc = fma(ff_pick(g, p.head_dim - c), o, acc);
+        if (FF_PACKED) {
+            packed = ffh_sum4(packed, g, o, min(4u, p.head_dim - c), c);
+        } else {
+            acc = fma(ff_pick(g, p.head_dim - c), o, acc);
+        }
     }
     let row = ff_stat_row(b, h, qi);
-    ffb_stats_out[row] = vec2<f32>((acc.x + acc.y) + (acc.z + acc.w), ffb_lse[row]);
+    let delta = select((acc.x + acc.y) + (acc.z + acc.w), packed.total + packed.part, FF_PACKED);
+    ffb_stats_out[row] = vec2<f32>(delta, ffb_lse[row]);
 }
 
 // [Delta, LSE] of query qi of head h; a query past the end gets an empty row's (P = 0).

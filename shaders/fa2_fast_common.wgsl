@@ -53,6 +53,13 @@
 // [0, 2048) (unpadded, swizzled rows), the exchange [0, 1024) after it, the P tile
 // [0, 1088), the halves' row staging and the reductions from 1088: 32768 bytes.
 
+// A sum in the packed variant's arithmetic (fa2_fast_f16x2.wgsl's ffh_sum4): the float32
+// total and the f16 sum in progress (held as f32, which holds any f16 exactly).
+struct FfhSum {
+    total: f32,
+    part: f32,
+};
+
 const FF_BR: u32 = 64u;
 const FF_BC: u32 = 64u;
 const FF_PS: u32 = 17u; // row stride (vec4) of the P tile

@@ -12,3 +12,7 @@ const FF_PACKED: bool = false;
 fn ffh_score_tile(lid: u32, t: vec2<u32>, a: FfRows, b: FfRows) -> mat4x4<f32> {
     return mat4x4<f32>();
 }
+// Delta's sum as the packed variant computes it (fa2_fast_f16x2.wgsl); never called here.
+fn ffh_sum4(s: FfhSum, g: vec4<f32>, o: vec4<f32>, n: u32, c: u32) -> FfhSum {
+    return s;
+}
