@@ -120,11 +120,11 @@ fn fa2f_bwd_pre(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
         }
     }
     let row = ff_stat_row(b, h, qi);
-    if (FF_PACKED) {
-        ffb_stats_out[row] = vec2<f32>(packed.total + packed.part, ffb_lse[row]);
+    if (!FF_PACKED) {
+        ffb_stats_out[row] = vec2<f32>((acc.x + acc.y) + (acc.z + acc.w), ffb_lse[row]);
         return;
     }
-    ffb_stats_out[row] = vec2<f32>((acc.x + acc.y) + (acc.z + acc.w), ffb_lse[row]);
+    ffb_stats_out[row] = vec2<f32>(packed.total + packed.part, ffb_lse[row]);
 }
 
 // [Delta, LSE] of query qi of head h; a query past the end gets an empty row's (P = 0).
