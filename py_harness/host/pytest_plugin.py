@@ -182,6 +182,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{name}: must be >= 1, got {value}")
     blocks.WORKERS = config.getoption("--judge-workers")
     files = [*config.getini("harness_variant_files"), *config.getoption("--variant-file")]
+    config.harness_variant_files = files  # also named by a failing case's replay command
     config.harness_registry_before = variant_registry.snapshot()
     try:
         for path in files:
@@ -657,10 +658,7 @@ def _keep_artifacts(
         variant,
         draw=draw,
         shaders=config.getoption("--shaders"),
-        variant_files=[
-            *config.getini("harness_variant_files"),
-            *config.getoption("--variant-file"),
-        ],
+        variant_files=config.harness_variant_files,
     )
     folder = artifacts.write(
         artifacts.folder_for(Path(config.getoption("--output")), request.node.nodeid),

@@ -36,6 +36,11 @@ BLOCK_BYTES = 8 << 20
 WORKERS: int | None = None
 
 
+def worker_count() -> int:
+    """The threads the references use: WORKERS, else one per core."""
+    return WORKERS or os.cpu_count() or 1
+
+
 @dataclass(frozen=True)
 class Shape:
     """The problem's sizes: batch, query and key rows, query and KV heads, head_dim."""
@@ -160,7 +165,7 @@ def pipelined[T](
     on up to WORKERS threads ahead of it (NumPy's arithmetic and BLAS release the GIL).
     The references put what is row-local in `first` and their sums over rows, whose order
     is part of the result, in `then`."""
-    workers = WORKERS or os.cpu_count() or 1
+    workers = worker_count()
     items = iter(items)
     head = list(itertools.islice(items, 2))
     if workers <= 1 or len(head) < 2:  # one block: threads would cost more than they save

@@ -4,7 +4,6 @@ server.py enforces the first two, api.py the third; /api/info sends them to the 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from ..judge import blocks
@@ -34,5 +33,5 @@ class Limits:
             "max_reference_bytes": self.max_reference_bytes,
             "max_reference_seconds": self.max_reference_seconds,
             # the judge's threads: each holds a block of scores (the model's memory)
-            "judge_workers": blocks.WORKERS or os.cpu_count() or 1,
+            "judge_workers": blocks.worker_count(),
         }
